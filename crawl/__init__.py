@@ -1,0 +1,1 @@
+"""Projects, seeds, the frontier (page rows with leases) and fetching."""

@@ -1,0 +1,57 @@
+"""Export rows of a project as JSON lines or CSV, streamed (no full table in memory)."""
+
+import csv
+import json
+from collections.abc import Iterator
+
+from crawl.models import Page, Project
+from media.models import MediaAsset
+from scrape.models import Item
+
+PAGE_FIELDS = ["url", "final_url", "status_code", "content_type", "title", "depth", "fetched_at",
+               "content_sha256", "content_length", "state", "error_code", "error_message", "host"]
+ITEM_FIELDS = ["url", "kind", "data", "errors", "updated_at"]
+ASSET_FIELDS = ["url", "kind", "state", "sha256", "size", "mime", "storage_key", "status_code",
+                "error_code", "error_message", "pages"]
+FIELDS = {"pages": PAGE_FIELDS, "items": ITEM_FIELDS, "assets": ASSET_FIELDS}
+CHUNK = 2000
+
+
+def export_rows(project: Project, what: str) -> Iterator[dict]:
+    if what == "pages":
+        qs = Page.objects.filter(project=project).order_by("id").values(*PAGE_FIELDS)
+        yield from qs.iterator(chunk_size=CHUNK)
+    elif what == "items":
+        qs = Item.objects.filter(project=project).order_by("id").values("page__url", *ITEM_FIELDS[1:])
+        for row in qs.iterator(chunk_size=CHUNK):
+            yield {"url": row.pop("page__url"), **row}
+    elif what == "assets":
+        qs = MediaAsset.objects.filter(project=project).order_by("id")
+        for asset in qs.prefetch_related("page_links__page").iterator(chunk_size=CHUNK):
+            yield _asset_row(asset)
+    else:
+        raise ValueError(f"cannot export {what!r}: choose pages, items or assets")
+
+
+def _asset_row(asset: MediaAsset) -> dict:
+    row = {f: getattr(asset, f) for f in ASSET_FIELDS if f != "pages"}
+    row["pages"] = [link.page.url for link in asset.page_links.all()]
+    return row
+
+
+def write_jsonl(rows, out) -> int:
+    n = 0
+    for row in rows:
+        out.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+        n += 1
+    return n
+
+
+def write_csv(rows, out, fields: list[str]) -> int:
+    writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    n = 0
+    for row in rows:
+        writer.writerow({k: json.dumps(v, default=str) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+        n += 1
+    return n

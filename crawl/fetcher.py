@@ -1,0 +1,172 @@
+"""The guarded async HTTP client: timeouts, a decoded-size cap, no automatic redirects.
+
+No Django here: the fetch service passes limits in and stores what comes back. One client per
+worker process and per private-network policy, reused across batches (keep-alive per host).
+"""
+
+import asyncio
+import os
+import ssl
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+import httpcore
+import httpx
+
+from .netguard import BlockedAddress, GuardedBackend
+
+TRANSIENT_ERRORS = frozenset({"connect_timeout", "read_timeout", "total_timeout", "connect_error", "protocol_error"})
+
+
+def is_transient(error_code: str) -> bool:
+    """Errors worth another attempt later: network trouble, 429 and 5xx answers."""
+    return error_code in TRANSIENT_ERRORS or error_code == "http_429" or error_code.startswith("http_5")
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    connect_timeout: float = 10.0
+    read_timeout: float = 20.0
+    total_timeout: float = 60.0
+    max_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass
+class FetchResponse:
+    url: str
+    status_code: int | None = None
+    headers: dict = field(default_factory=dict)
+    body: bytes = b""
+    location: str = ""
+    error_code: str = ""
+    error_message: str = ""
+    elapsed: float = 0.0
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+    @property
+    def is_redirect(self) -> bool:
+        return self.status_code in (301, 302, 303, 307, 308) and bool(self.location)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def make_client(*, allow_private: bool, max_connections: int = 64) -> httpx.AsyncClient:
+    """An AsyncClient whose every connection passes the SSRF guard (see netguard)."""
+    transport = httpx.AsyncHTTPTransport()
+    # httpx 0.28 has no network_backend argument; the pool is replaced with one that has it
+    # (httpx and httpcore are pinned to their minor versions in requirements/base.txt).
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(),
+        max_connections=max_connections,
+        max_keepalive_connections=max_connections,
+        keepalive_expiry=5.0,
+        network_backend=GuardedBackend(allow_private=allow_private),
+    )
+    return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
+
+
+async def fetch(client: httpx.AsyncClient, url: str, *, headers: dict, limits: FetchLimits) -> FetchResponse:
+    """GET one URL; never raises: failures come back as error_code/error_message."""
+    started = time.monotonic()
+    response = FetchResponse(url=url)
+    timeout = httpx.Timeout(limits.read_timeout, connect=limits.connect_timeout)
+    try:
+        async with asyncio.timeout(limits.total_timeout):
+            await _stream_into(response, client, url, headers, timeout, limits.max_bytes)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes an error code on the row
+        response.error_code, response.error_message = classify_error(exc, limits)
+    response.elapsed = time.monotonic() - started
+    return response
+
+
+async def _stream_into(response, client, url, headers, timeout, max_bytes) -> None:
+    async with client.stream("GET", url, headers=headers, timeout=timeout) as r:
+        response.status_code = r.status_code
+        response.headers = {k.lower(): v for k, v in r.headers.items()}
+        if "location" in response.headers:
+            response.location = urljoin(url, response.headers["location"].strip())
+        declared = r.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in r.headers:
+            raise BodyTooLarge(f"Content-Length {declared} exceeds the {max_bytes}-byte cap")
+        chunks, size = [], 0
+        async for chunk in r.aiter_bytes():  # decoded bytes: a gzip bomb is counted as it inflates
+            size += len(chunk)
+            if size > max_bytes:
+                raise BodyTooLarge(f"body exceeds the {max_bytes}-byte cap")
+            chunks.append(chunk)
+        response.body = b"".join(chunks)
+
+
+def classify_error(exc: BaseException, limits: FetchLimits) -> tuple[str, str]:
+    """Map an exception to (error_code, message). Codes in TRANSIENT_ERRORS are retried."""
+    message = str(exc) or exc.__class__.__name__
+    if isinstance(exc, BlockedAddress):
+        return "blocked_address", message
+    if isinstance(exc, BodyTooLarge):
+        return "body_too_large", message
+    if isinstance(exc, TimeoutError):
+        return "total_timeout", f"no complete response within {limits.total_timeout:g} s"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connect_timeout", message
+    if isinstance(exc, httpx.TimeoutException):
+        return "read_timeout", message
+    if isinstance(exc, httpx.ConnectError):
+        return _connect_error_code(exc, message), message
+    if isinstance(exc, httpx.DecodingError):
+        return "decoding_error", message
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return "protocol_error", message
+    if isinstance(exc, (httpx.InvalidURL, httpx.UnsupportedProtocol)):
+        return "invalid_url", message
+    return "fetch_error", f"{exc.__class__.__name__}: {message}"
+
+
+def _connect_error_code(exc: BaseException, message: str) -> str:
+    if message.startswith("cannot resolve"):
+        return "dns_error"
+    if isinstance(exc.__cause__, ssl.SSLError) or "SSL" in message or "certificate" in message:
+        return "tls_error"
+    return "connect_error"
+
+
+class ClientRunner:
+    """A per-process event loop and clients, kept across Celery tasks (prefork children fork first)."""
+
+    def __init__(self):
+        self._pid = None
+        self._loop = None
+        self._clients = {}
+
+    def _ensure(self) -> None:
+        if self._pid != os.getpid():
+            self._pid, self._loop, self._clients = os.getpid(), asyncio.new_event_loop(), {}
+
+    def client(self, *, allow_private: bool) -> httpx.AsyncClient:
+        self._ensure()
+        if allow_private not in self._clients:
+            self._clients[allow_private] = make_client(allow_private=allow_private)
+        return self._clients[allow_private]
+
+    def run(self, coro):
+        self._ensure()
+        return self._loop.run_until_complete(coro)
+
+
+runner = ClientRunner()
+
+
+async def fetch_many(client, urls: list[str], *, headers: dict, limits: FetchLimits, concurrency: int):
+    """Fetch URLs with at most `concurrency` in flight; results in input order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(url):
+        async with gate:
+            return await fetch(client, url, headers=headers, limits=limits)
+
+    return await asyncio.gather(*(one(u) for u in urls))

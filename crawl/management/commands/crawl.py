@@ -1,0 +1,126 @@
+"""python manage.py crawl URL [URL ...]: crawl until the frontier is drained, then print a summary.
+
+Embedded (the default filesystem broker): this command starts the Celery worker itself.
+Distributed (a real broker): it enqueues and waits for the external `celery worker -Q ...` processes.
+"""
+
+import json
+import sys
+import time
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from crawl import pipeline
+from crawl.models import Page
+from crawl.selectors import project_errors, project_progress
+from crawl.services.projects import project_get_or_create, seeds_add
+from crawl.services.reaper import reap
+from crawl.workers import EmbeddedWorker
+
+POLL_SECONDS = 0.5
+REAP_EVERY_SECONDS = 5.0
+
+
+class Command(BaseCommand):
+    help = "Crawl from the given URLs until every reachable in-scope page is done, then print a summary."
+
+    def add_arguments(self, parser):
+        parser.add_argument("urls", nargs="+", metavar="URL")
+        parser.add_argument("--project", help="project name (default: the first URL's host)")
+        parser.add_argument("--max-depth", type=int, help="follow links at most N hops from a seed")
+        parser.add_argument("--max-pages", type=int, help="stop discovering after N URLs")
+        parser.add_argument("--allow-private", action="store_true", help="allow loopback and private addresses")
+        parser.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+        parser.add_argument("--workers", type=int, default=None,
+                            help="worker processes to start (default: 2 with the embedded broker, 0 otherwise)")
+        parser.add_argument("--timeout", type=float, default=0, help="give up after N seconds (0: never)")
+
+    def handle(self, *args, **opts):
+        started = time.monotonic()
+        name = opts["project"] or urlsplit(opts["urls"][0]).hostname or "default"
+        project = project_get_or_create(
+            name=name, max_depth=opts["max_depth"], max_pages=opts["max_pages"],
+            allow_private=True if opts["allow_private"] else None,
+        )
+        new_ids = seeds_add(project=project, urls=opts["urls"])
+        pipeline.publish_fetch(new_ids)
+        Page.objects.filter(project=project, state__in=["queued", "fetched"]).exclude(id__in=new_ids).update(
+            enqueued_at=None
+        )  # work left over from an interrupted run: republish it now, not after the timeout
+        worker = self._start_worker(opts["workers"])
+        try:
+            completed = self._wait(project, worker, opts, started)
+        except KeyboardInterrupt:
+            completed = False
+        finally:
+            if worker:
+                worker.stop()
+        summary = self._summary(project, started, completed)
+        self._report(summary, opts["json"])
+        if not completed:
+            raise CommandError("crawl did not complete (timeout or interrupted); run it again to resume")
+
+    def _start_worker(self, workers: int | None) -> EmbeddedWorker | None:
+        count = workers if workers is not None else (2 if settings.CELERY_EMBEDDED_BROKER else 0)
+        if count <= 0:
+            return None
+        worker = EmbeddedWorker(concurrency=count)
+        worker.start()
+        return worker
+
+    def _wait(self, project, worker, opts, started) -> bool:
+        last_reap = last_line = time.monotonic()
+        reap(project_id=project.id)
+        while True:
+            progress = project_progress(project)
+            if progress["pending"] == 0:
+                return True
+            now = time.monotonic()
+            if opts["timeout"] and now - started > opts["timeout"]:
+                return False
+            if worker:
+                worker.keep_alive()
+            if now - last_reap >= REAP_EVERY_SECONDS:
+                reap(project_id=project.id)
+                last_reap = now
+            if now - last_line >= 2 and not opts["json"] or now - last_line >= 10:
+                self._progress_line(progress, now - started)
+                last_line = now
+            time.sleep(POLL_SECONDS)
+
+    def _progress_line(self, progress: dict, elapsed: float) -> None:
+        pages = progress["pages"]
+        states = " ".join(f"{k}={v}" for k, v in sorted(pages.items()))
+        assets = " ".join(f"{k}={v}" for k, v in sorted(progress["assets"].items()))
+        sys.stderr.write(f"[{elapsed:6.1f}s] pages: {states or '-'} | assets: {assets or '-'}\n")
+        sys.stderr.flush()
+
+    def _summary(self, project, started: float, completed: bool) -> dict:
+        progress = project_progress(project)
+        pages, assets = progress["pages"], progress["assets"]
+        return {
+            "project": project.slug,
+            "completed": completed,
+            "pages_total": sum(pages.values()),
+            "pages_fetched": pages.get("done", 0),
+            "pages_failed": pages.get("failed", 0),
+            "pages_pending": progress["pending"],
+            "errors": project_errors(project),
+            "assets": assets.get("done", 0),
+            "assets_failed": assets.get("failed", 0),
+            "seconds": round(time.monotonic() - started, 2),
+        }
+
+    def _report(self, summary: dict, as_json: bool) -> None:
+        s = summary
+        rate = s["pages_total"] / s["seconds"] if s["seconds"] else 0
+        self.stdout.write(
+            f"{s['project']}: {s['pages_fetched']} pages done, {s['pages_failed']} failed, "
+            f"{s['assets']} assets stored ({s['assets_failed']} failed) in {s['seconds']} s ({rate:.0f} pages/s)"
+        )
+        for code, n in s["errors"].items():
+            self.stdout.write(f"  {n:6d} {code}")
+        if as_json:
+            self.stdout.write(json.dumps(summary))

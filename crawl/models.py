@@ -1,0 +1,153 @@
+"""Projects, seeds and the frontier: one row per canonical URL of a project, with a state and a lease."""
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from .querysets import PageQuerySet
+
+
+class Project(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active", "active"
+        PAUSED = "paused", "paused"
+
+    name = models.CharField(max_length=200, unique=True, help_text="Human name of the crawl project.")
+    slug = models.SlugField(max_length=200, unique=True, help_text="Short identifier used by commands and the API.")
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.ACTIVE,
+        help_text="Paused projects keep their frontier but no new work is handed out.",
+    )
+    allowed_domains = models.TextField(
+        blank=True, default="",
+        help_text="Hosts in scope, one per line (subdomains included). Empty: the hosts of the seeds.",
+    )
+    max_depth = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Links followed at most this many hops from a seed. Empty: no limit."
+    )
+    max_pages = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Stop discovering new URLs once the project has this many. Empty: no limit."
+    )
+    allow_patterns = models.TextField(
+        blank=True, default="", help_text="Regexes, one per line; when set, a URL must match one to be crawled."
+    )
+    deny_patterns = models.TextField(
+        blank=True, default="", help_text="Regexes, one per line; a URL matching any is never crawled."
+    )
+    obey_robots = models.BooleanField(default=True, help_text="Honour robots.txt (RFC 9309).")
+    user_agent = models.CharField(
+        max_length=300, blank=True, default="", help_text="User-Agent header. Empty: the site-wide default."
+    )
+    concurrency = models.PositiveSmallIntegerField(
+        default=8, help_text="Requests in flight at once within one fetch batch."
+    )
+    allow_private = models.BooleanField(
+        default=False, help_text="Allow loopback and private addresses (intranet crawls, tests)."
+    )
+    download_media = models.BooleanField(
+        default=True, help_text="Download images, video and audio referenced by pages."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Seed(models.Model):
+    class Kind(models.TextChoices):
+        PAGE = "page", "page"
+        SITEMAP = "sitemap", "sitemap"
+        FEED = "feed", "feed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="seeds")
+    url = models.URLField(max_length=2000, help_text="Start URL.")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE, help_text="What the URL serves.")
+    active = models.BooleanField(default=True, help_text="Inactive seeds are not (re)queued.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "url"], name="uniq_seed_project_url")]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class Page(models.Model):
+    """A URL of a project and where it is in the pipeline.
+
+    queued -> leased (a fetch worker owns it until lease_expires_at) -> fetched -> extracted -> done,
+    or failed. The extract stage leases `fetched` rows with the same lease columns.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "queued"
+        LEASED = "leased", "leased"
+        FETCHED = "fetched", "fetched"
+        EXTRACTED = "extracted", "extracted"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="pages")
+    url = models.TextField(help_text="Canonical URL.")
+    url_key = models.CharField(max_length=64, help_text="sha256 of the canonical URL.")
+    host = models.CharField(max_length=255, db_index=True)
+    depth = models.PositiveIntegerField(default=0)
+    discovered_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    redirect_hops = models.PositiveSmallIntegerField(default=0, help_text="Redirects followed to reach this URL.")
+    is_seed = models.BooleanField(default=False)
+
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="Last time a message was published for it.")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_fetch_at = models.DateTimeField(default=timezone.now)
+
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    final_url = models.TextField(blank=True, default="")
+    content_type = models.CharField(max_length=200, blank=True, default="")
+    title = models.TextField(blank=True, default="")
+    content_sha256 = models.CharField(max_length=64, blank=True, default="")
+    content_length = models.PositiveIntegerField(null=True, blank=True)
+    fetched_at = models.DateTimeField(null=True, blank=True)
+    fetched_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that fetched it.")
+    extracted_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that extracted it.")
+    error_code = models.CharField(max_length=40, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = PageQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "url_key"], name="uniq_page_project_urlkey")]
+        indexes = [
+            models.Index(fields=["project", "state"], name="page_project_state"),
+            models.Index(fields=["state", "next_fetch_at"], name="page_state_due"),
+            models.Index(fields=["state", "lease_expires_at"], name="page_state_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class PageContent(models.Model):
+    """The stored response of a page (zlib-compressed body), read by the extract stage."""
+
+    page = models.OneToOneField(Page, on_delete=models.CASCADE, primary_key=True, related_name="content")
+    headers = models.JSONField(default=dict)
+    body = models.BinaryField(help_text="zlib-compressed response body.")
+
+
+class RobotsTxt(models.Model):
+    """robots.txt per origin, shared by every worker and project (cached <= 24 h)."""
+
+    origin = models.CharField(max_length=300, unique=True, help_text="scheme://host:port")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    body = models.TextField(blank=True, default="")
+    error = models.CharField(max_length=200, blank=True, default="")
+    fetched_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.origin

@@ -1,0 +1,38 @@
+"""robots.txt decisions per RFC 9309 (protego). Pure: the caller fetches and caches the file."""
+
+from dataclasses import dataclass
+
+from protego import Protego
+
+MAX_ROBOTS_BYTES = 500 * 1024  # RFC 9309: parse at least 500 KiB
+
+
+@dataclass(frozen=True)
+class RobotsPolicy:
+    """allow_all / disallow_all short-cut the parser for 4xx and 5xx/unreachable answers."""
+
+    allow_all: bool = False
+    disallow_all: bool = False
+    parser: Protego | None = None
+
+    def allows(self, url: str, user_agent: str) -> bool:
+        if self.allow_all:
+            return True
+        if self.disallow_all or self.parser is None:
+            return False
+        return self.parser.can_fetch(url, user_agent)
+
+    def crawl_delay(self, user_agent: str) -> float | None:
+        return self.parser.crawl_delay(user_agent) if self.parser else None
+
+    def sitemaps(self) -> list[str]:
+        return list(self.parser.sitemaps) if self.parser else []
+
+
+def policy_from_response(status_code: int | None, body: str) -> RobotsPolicy:
+    """2xx: the rules; 4xx: allow everything; 5xx or no answer: disallow everything."""
+    if status_code is None or status_code >= 500:
+        return RobotsPolicy(disallow_all=True)
+    if 400 <= status_code < 500:
+        return RobotsPolicy(allow_all=True)
+    return RobotsPolicy(parser=Protego.parse(body[:MAX_ROBOTS_BYTES]))

@@ -1,0 +1,55 @@
+"""Project and seed writes used by commands, the admin and (later) the API."""
+
+from django.db import transaction
+from django.utils.text import slugify
+
+from crawl.models import Page, Project, Seed
+
+from .frontier import forget_scope, seeds_enqueue
+
+
+def project_get_or_create(*, name: str, **settings_) -> Project:
+    """The project called `name` (created if new); given settings overwrite the stored ones."""
+    project, _ = Project.objects.get_or_create(name=name, defaults={"slug": _free_slug(name)})
+    changed = {k: v for k, v in settings_.items() if v is not None and getattr(project, k) != v}
+    if changed:
+        for field, value in changed.items():
+            setattr(project, field, value)
+        project.save(update_fields=list(changed))
+        forget_scope(project.id)
+    return project
+
+
+def _free_slug(name: str) -> str:
+    base = slugify(name)[:180] or "project"
+    slug, n = base, 1
+    while Project.objects.filter(slug=slug).exists():
+        n += 1
+        slug = f"{base}-{n}"
+    return slug
+
+
+def project_by_ref(ref: str) -> Project:
+    """A project by slug, name or id; raises Project.DoesNotExist with the reference in the message."""
+    for lookup in ({"slug": ref}, {"name": ref}, {"id": int(ref)} if ref.isdigit() else None):
+        if lookup:
+            project = Project.objects.filter(**lookup).first()
+            if project:
+                return project
+    raise Project.DoesNotExist(f"no project {ref!r}")
+
+
+@transaction.atomic
+def seeds_add(*, project: Project, urls: list[str], kind: str = Seed.Kind.PAGE) -> list[int]:
+    """Add seeds (existing ones are kept) and queue them; returns the ids of new frontier rows."""
+    Seed.objects.bulk_create([Seed(project=project, url=u.strip(), kind=kind) for u in urls], ignore_conflicts=True)
+    forget_scope(project.id)
+    return seeds_enqueue(project)
+
+
+def project_counts(project: Project) -> dict[str, int]:
+    """Frontier rows per state (one GROUP BY)."""
+    from django.db.models import Count
+
+    rows = Page.objects.filter(project=project).values("state").annotate(n=Count("id"))
+    return {r["state"]: r["n"] for r in rows}

@@ -1,0 +1,19 @@
+"""Thin Celery tasks of the crawl app: take ids, call one service, hand the next stage its ids."""
+
+from celery import shared_task
+
+from crawl import pipeline
+from crawl.services.fetching import pages_fetch
+from crawl.services.reaper import reap
+
+
+@shared_task(name="crawl.fetch_batch", bind=True, soft_time_limit=270, time_limit=300)
+def fetch_batch(self, page_ids: list[int]) -> int:
+    fetched = pages_fetch(page_ids=page_ids, worker=self.request.hostname or "")
+    pipeline.publish_extract(fetched)
+    return len(fetched)
+
+
+@shared_task(name="crawl.reap", soft_time_limit=50, time_limit=60)
+def reap_task() -> dict:
+    return vars(reap())

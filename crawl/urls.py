@@ -1,0 +1,119 @@
+"""Canonical URLs, URL keys and crawl scope. Pure functions: no Django, no network."""
+
+import hashlib
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from w3lib.url import canonicalize_url
+
+MAX_URL_LENGTH = 2000
+ALLOWED_SCHEMES = ("http", "https")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+TRACKING_PARAMS = frozenset(
+    {
+        "fbclid", "gclid", "dclid", "msclkid", "yclid", "igshid", "mc_cid", "mc_eid", "_ga", "_gl",
+        "phpsessid", "jsessionid", "sid", "sessionid", "session_id", "aspsessionid", "cfid", "cftoken",
+    }
+)
+
+
+class InvalidURL(ValueError):
+    """A URL that cannot be crawled; `code` is the error code stored on its row."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _is_tracking(name: str) -> bool:
+    lowered = name.lower()
+    return lowered.startswith("utm_") or lowered in TRACKING_PARAMS
+
+
+def canonicalize(url: str) -> str:
+    """The canonical form used for dedupe: w3lib's canonical URL (sorted query, no fragment,
+    resolved dot segments, normalised escapes) without default port or tracking/session params."""
+    url = url.strip()
+    if len(url) > MAX_URL_LENGTH:
+        raise InvalidURL("url_too_long", f"URL longer than {MAX_URL_LENGTH} characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidURL("invalid_url", f"malformed URL: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ALLOWED_SCHEMES:
+        raise InvalidURL("blocked_scheme", f"scheme {scheme or '(none)'!r} is not http or https")
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise InvalidURL("invalid_url", "URL has no host")
+    netloc = _netloc(host, port, scheme)
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)])
+    try:
+        return canonicalize_url(urlunsplit((scheme, netloc, parts.path or "/", query, "")))
+    except (ValueError, UnicodeError) as exc:
+        raise InvalidURL("invalid_url", f"malformed URL: {exc}") from None
+
+
+def _netloc(host: str, port: int | None, scheme: str) -> str:
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if port is None or port == DEFAULT_PORTS[scheme]:
+        return host.lower()
+    return f"{host.lower()}:{port}"
+
+
+def url_key(canonical_url: str) -> str:
+    """256-bit key of a canonical URL (DESIGN.md §4: never a 64-bit hash)."""
+    return hashlib.sha256(canonical_url.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def host_of(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    port = parts.port or DEFAULT_PORTS.get(parts.scheme, 0)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def host_in_domains(host: str, domains: tuple[str, ...]) -> bool:
+    """True when host is one of the domains or a subdomain of one."""
+    return any(host == d or host.endswith("." + d) for d in domains)
+
+
+def parse_lines(text: str) -> list[str]:
+    return [line.strip() for line in re.split(r"[\n,]", text or "") if line.strip()]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a project may crawl: hosts, depth and allow/deny patterns."""
+
+    domains: tuple[str, ...]
+    max_depth: int | None = None
+    allow: tuple[re.Pattern, ...] = ()
+    deny: tuple[re.Pattern, ...] = ()
+
+    @classmethod
+    def build(cls, *, domains, max_depth=None, allow=(), deny=()) -> "Scope":
+        return cls(
+            domains=tuple(d.lower().lstrip(".") for d in domains),
+            max_depth=max_depth,
+            allow=tuple(re.compile(p) for p in allow),
+            deny=tuple(re.compile(p) for p in deny),
+        )
+
+    def rejects(self, url: str, depth: int) -> str | None:
+        """The reason a canonical URL is out of scope, or None when it is in."""
+        if self.max_depth is not None and depth > self.max_depth:
+            return "depth"
+        if self.domains and not host_in_domains(host_of(url), self.domains):
+            return "offsite"
+        if any(p.search(url) for p in self.deny):
+            return "denied"
+        if self.allow and not any(p.search(url) for p in self.allow):
+            return "not_allowed"
+        return None

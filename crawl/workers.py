@@ -1,0 +1,67 @@
+"""Celery workers the crawl command starts itself in embedded mode (same code as `celery worker`)."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+from django.conf import settings
+
+from crawlproject.queues import STAGE_QUEUES
+
+log = logging.getLogger("crawlhub.workers")
+
+
+class EmbeddedWorker:
+    """One `celery worker` child process consuming every stage queue."""
+
+    def __init__(self, *, concurrency: int, queues=STAGE_QUEUES, name: str | None = None):
+        self.concurrency = concurrency
+        self.queues = ",".join(queues)
+        self.name = name or f"embedded-{os.getpid()}@%h"
+        self.process: subprocess.Popen | None = None
+        self.restarts = 0
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "celery", "-A", "crawlproject", "worker", "-Q", self.queues,
+            "-c", str(self.concurrency), "-P", "prefork", "-n", self.name, "-l", "WARNING",
+            "--without-mingle", "--without-gossip", "--without-heartbeat",
+        ]
+
+    def start(self) -> None:
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "crawlproject.settings")}
+        log_dir = settings.VAR_DIR / "log"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with open(log_dir / "embedded-worker.log", "ab") as out:
+            self.process = subprocess.Popen(
+                self.command(), cwd=settings.BASE_DIR, env=env, start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            )
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def keep_alive(self) -> None:
+        """Restart a worker that died (its leased work comes back through the reaper)."""
+        if self.process is not None and not self.alive():
+            log.warning("embedded worker exited with %s; restarting it", self.process.returncode)
+            self.restarts += 1
+            self.start()
+
+    def stop(self, timeout: float = 30) -> None:
+        """Warm shutdown (finish running tasks), then kill whatever is left of the process group."""
+        if self.process is None:
+            return
+        if self.alive():
+            self.process.terminate()  # the main process only: its pool children finish their tasks
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()

@@ -1,0 +1,5 @@
+"""crawlhub project package: settings, Celery app, urls."""
+
+from .celery import app as celery_app
+
+__all__ = ("celery_app",)

@@ -1,0 +1,181 @@
+"""crawlhub settings: everything comes from the environment (see .env.example), read in one place.
+
+Embedded default: SQLite under var/ and the kombu filesystem broker under var/broker, no servers.
+Distributed: DATABASE_URL=postgres://..., CELERY_BROKER_URL=redis://...
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+VAR_DIR = Path(env.str("CRAWLHUB_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me-in-production")
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_celery_beat",
+    "crawl",
+    "scrape",
+    "media",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "crawlproject.urls"
+WSGI_APPLICATION = "crawlproject.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database --------------------------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers run beside the one writer; IMMEDIATE takes the write lock at BEGIN so two
+    # workers never deadlock upgrading a read lock; timeout waits for the lock instead of failing.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(VAR_DIR / "static")))
+
+# --- Media storage (content-addressed assets) -------------------------------------------------
+MEDIA_ROOT = Path(env.str("CRAWLHUB_MEDIA_ROOT", default=str(VAR_DIR / "assets")))
+MEDIA_URL = "assets/"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# --- Celery (DESIGN.md §2: the database holds the truth, the broker is a wake-up call) --------
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
+CELERY_EMBEDDED_BROKER = CELERY_BROKER_URL.startswith("filesystem://")
+if CELERY_EMBEDDED_BROKER:
+    for sub in ("data", "control", "processed"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "data"),
+        "data_folder_out": str(BROKER_DIR / "data"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+        "polling_interval": 0.1,
+    }
+else:
+    # Above every task's hard time limit, so a running task is never redelivered; a killed
+    # worker's work comes back sooner through the lease reaper (crawl.services.reaper).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1800}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_MAX_TASKS_PER_CHILD = env.int("CELERY_WORKER_MAX_TASKS_PER_CHILD", default=1000)
+CELERY_WORKER_SEND_TASK_EVENTS = env.bool("CELERY_WORKER_SEND_TASK_EVENTS", default=not CELERY_EMBEDDED_BROKER)
+CELERY_TASK_SEND_SENT_EVENT = CELERY_WORKER_SEND_TASK_EVENTS
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+CELERY_ENABLE_UTC = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+# --- Crawl behaviour ---------------------------------------------------------------------------
+CRAWL_FETCH_BATCH = env.int("CRAWL_FETCH_BATCH", default=50)
+CRAWL_EXTRACT_BATCH = env.int("CRAWL_EXTRACT_BATCH", default=50)
+CRAWL_DOWNLOAD_BATCH = env.int("CRAWL_DOWNLOAD_BATCH", default=10)
+# A claimed batch is owned for this long; after it the reaper gives the work to someone else.
+CRAWL_LEASE_SECONDS = env.int("CRAWL_LEASE_SECONDS", default=600)
+# Queued work with no message seen for this long is published again (lost broker message).
+CRAWL_REPUBLISH_SECONDS = env.int("CRAWL_REPUBLISH_SECONDS", default=300)
+CRAWL_REAP_INTERVAL_SECONDS = env.int("CRAWL_REAP_INTERVAL_SECONDS", default=30)
+CRAWL_MAX_ATTEMPTS = env.int("CRAWL_MAX_ATTEMPTS", default=3)
+# Transient failures wait base * 2^(attempt-1) seconds (capped at 1 h) before the next attempt.
+CRAWL_RETRY_BASE_SECONDS = env.float("CRAWL_RETRY_BASE_SECONDS", default=30.0)
+CRAWL_MAX_BODY_BYTES = env.int("CRAWL_MAX_BODY_BYTES", default=10 * 1024 * 1024)
+CRAWL_MAX_MEDIA_BYTES = env.int("CRAWL_MAX_MEDIA_BYTES", default=200 * 1024 * 1024)
+CRAWL_MEDIA_TOTAL_TIMEOUT = env.float("CRAWL_MEDIA_TOTAL_TIMEOUT", default=600.0)
+CRAWL_CONNECT_TIMEOUT = env.float("CRAWL_CONNECT_TIMEOUT", default=10.0)
+CRAWL_READ_TIMEOUT = env.float("CRAWL_READ_TIMEOUT", default=20.0)
+CRAWL_TOTAL_TIMEOUT = env.float("CRAWL_TOTAL_TIMEOUT", default=60.0)
+CRAWL_MAX_REDIRECTS = env.int("CRAWL_MAX_REDIRECTS", default=5)
+CRAWL_MAX_LINKS_PER_PAGE = env.int("CRAWL_MAX_LINKS_PER_PAGE", default=5000)
+CRAWL_ROBOTS_CACHE_SECONDS = env.int("CRAWL_ROBOTS_CACHE_SECONDS", default=24 * 3600)
+# Global switch for intranet deployments and tests; a project can also allow private networks.
+CRAWL_ALLOW_PRIVATE = env.bool("CRAWL_ALLOW_PRIVATE", default=False)
+CRAWL_DEFAULT_USER_AGENT = env.str(
+    "CRAWL_DEFAULT_USER_AGENT", default="crawlhub/0.1 (+https://github.com/crawlhub/crawlhub)"
+)
+
+CELERY_BEAT_SCHEDULE = {
+    "crawl-reaper": {
+        "task": "crawl.reap",
+        "schedule": float(CRAWL_REAP_INTERVAL_SECONDS),
+        "options": {"expires": float(CRAWL_REAP_INTERVAL_SECONDS)},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
+    "loggers": {"crawlhub": {"level": env.str("CRAWLHUB_LOG_LEVEL", default="INFO"), "propagate": True}},
+}

@@ -1,0 +1,1 @@
+"""Media: assets referenced by pages, downloaded into content-addressed storage."""

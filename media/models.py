@@ -1,0 +1,60 @@
+"""Media assets (one row per source URL of a project) and the page <-> asset links."""
+
+from django.db import models
+from django.utils import timezone
+
+
+class MediaAsset(models.Model):
+    class Kind(models.TextChoices):
+        IMAGE = "image", "image"
+        VIDEO = "video", "video"
+        AUDIO = "audio", "audio"
+        FILE = "file", "file"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "queued"
+        LEASED = "leased", "leased"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="assets")
+    url = models.TextField(help_text="Canonical source URL.")
+    url_key = models.CharField(max_length=64, help_text="sha256 of the canonical source URL.")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.FILE)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_fetch_at = models.DateTimeField(default=timezone.now)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    size = models.BigIntegerField(null=True, blank=True)
+    mime = models.CharField(max_length=200, blank=True, default="")
+    storage_key = models.CharField(max_length=300, blank=True, default="", help_text="Key in the media storage.")
+    downloaded_at = models.DateTimeField(null=True, blank=True)
+    downloaded_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that downloaded it.")
+    error_code = models.CharField(max_length=40, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "url_key"], name="uniq_asset_project_urlkey")]
+        indexes = [
+            models.Index(fields=["project", "state"], name="asset_project_state"),
+            models.Index(fields=["state", "lease_expires_at"], name="asset_state_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class PageAsset(models.Model):
+    """Provenance: which page referenced which asset."""
+
+    page = models.ForeignKey("crawl.Page", on_delete=models.CASCADE, related_name="asset_links")
+    asset = models.ForeignKey(MediaAsset, on_delete=models.CASCADE, related_name="page_links")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["page", "asset"], name="uniq_page_asset")]

@@ -1,0 +1,10 @@
+"""Thin Celery task of the download stage."""
+
+from celery import shared_task
+
+from .services import assets_download
+
+
+@shared_task(name="media.download_batch", bind=True, soft_time_limit=840, time_limit=900)
+def download_batch(self, asset_ids: list[int]) -> int:
+    return len(assets_download(asset_ids=asset_ids, worker=self.request.hostname or ""))

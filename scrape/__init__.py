@@ -1,0 +1,1 @@
+"""Extraction: pure extractors over stored responses, the extract stage service and task."""

@@ -1,0 +1,168 @@
+"""Standard extraction from HTML with lxml. Pure: bytes in, an Extraction out; no Django, no network."""
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urldefrag, urljoin, urlsplit
+
+import lxml.etree
+import lxml.html
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+MAX_TEXT_CHARS = 100_000
+MEDIA_EXTENSIONS = {
+    "image": (".jpg", ".jpeg", ".png", ".gif", ".webp", ".svg", ".avif", ".bmp"),
+    "video": (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".m3u8", ".ogv"),
+    "audio": (".mp3", ".ogg", ".oga", ".wav", ".flac", ".m4a", ".opus"),
+}
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass
+class Link:
+    url: str
+    text: str = ""
+    nofollow: bool = False
+
+
+@dataclass
+class MediaRef:
+    url: str
+    kind: str
+
+
+@dataclass
+class Extraction:
+    title: str = ""
+    description: str = ""
+    lang: str = ""
+    text: str = ""
+    links: list[Link] = field(default_factory=list)
+    media: list[MediaRef] = field(default_factory=list)
+
+
+def looks_like_html(content_type: str, body: bytes) -> bool:
+    if content_type:
+        return content_type in HTML_TYPES
+    head = body[:512].lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html")) or b"<body" in head
+
+
+def absolute_http_url(base: str, href: str) -> str | None:
+    """href resolved against base, without fragment, or None unless it is http(s)."""
+    href = (href or "").strip()
+    if not href or href.startswith("#"):
+        return None
+    try:
+        url = urldefrag(urljoin(base, href))[0]
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return url
+
+
+def extract_html(body: bytes, base_url: str, *, charset: str | None = None, max_links: int = 5000) -> Extraction:
+    """Title, description, language, visible text, links and media references of an HTML page."""
+    doc = _parse(body, charset)
+    if doc is None:
+        return Extraction()
+    base = _base_href(doc, base_url)
+    return Extraction(
+        title=_clean(doc.findtext(".//title") or "")[:1000],
+        description=_clean(_first(doc.xpath("//meta[@name='description']/@content")))[:2000],
+        lang=_clean(_first(doc.xpath("/html/@lang")))[:20],
+        links=_links(doc, base, max_links),
+        media=_media(doc, base),
+        text=_visible_text(doc),
+    )
+
+
+def _parse(body: bytes, charset: str | None):
+    if not body.strip():
+        return None
+    parser = lxml.html.HTMLParser(encoding=_known_charset(charset), remove_comments=True)
+    try:
+        return lxml.html.document_fromstring(body, parser=parser)
+    except (lxml.etree.ParserError, ValueError):
+        return None
+
+
+def _known_charset(charset: str | None) -> str | None:
+    if not charset:
+        return None
+    try:
+        "".encode(charset)
+    except LookupError:
+        return None
+    return charset
+
+
+def _base_href(doc, page_url: str) -> str:
+    href = _first(doc.xpath("//base/@href"))
+    return absolute_http_url(page_url, href) or page_url if href else page_url
+
+
+def _first(values) -> str:
+    return str(values[0]) if values else ""
+
+
+def _clean(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def _links(doc, base: str, max_links: int) -> list[Link]:
+    seen, links = set(), []
+    for el in doc.xpath("//a[@href] | //area[@href]"):
+        url = absolute_http_url(base, el.get("href"))
+        if url is None or url in seen:
+            continue
+        seen.add(url)
+        rel = (el.get("rel") or "").lower().split()
+        links.append(Link(url=url, text=_clean(el.text_content())[:300], nofollow="nofollow" in rel))
+        if len(links) >= max_links:
+            break
+    return links
+
+
+def _media(doc, base: str) -> list[MediaRef]:
+    found: dict[str, str] = {}
+    queries = (
+        ("image", "//img/@src | //video/@poster | //picture/source/@srcset | //img/@srcset"),
+        ("video", "//video/@src | //video/source/@src"),
+        ("audio", "//audio/@src | //audio/source/@src"),
+    )
+    for kind, xpath in queries:
+        for value in doc.xpath(xpath):
+            for candidate in _srcset_urls(str(value)):
+                url = absolute_http_url(base, candidate)
+                if url:
+                    found.setdefault(url, kind)
+    for href in doc.xpath("//a/@href"):
+        url = absolute_http_url(base, str(href))
+        kind = media_kind_of(url) if url else None
+        if kind:
+            found.setdefault(url, kind)
+    return [MediaRef(url=u, kind=k) for u, k in found.items()]
+
+
+def _srcset_urls(value: str) -> list[str]:
+    """Every URL of a srcset ("a.jpg 1x, b.jpg 2x"); a plain src is a one-element srcset."""
+    if "," not in value and " " not in value.strip():
+        return [value]
+    return [part.strip().split()[0] for part in value.split(",") if part.strip()]
+
+
+def media_kind_of(url: str) -> str | None:
+    path = urlsplit(url).path.lower()
+    for kind, extensions in MEDIA_EXTENSIONS.items():
+        if path.endswith(extensions):
+            return kind
+    return None
+
+
+def _visible_text(doc) -> str:
+    for el in doc.xpath("//script | //style | //noscript | //template"):
+        el.drop_tree()
+    body = doc.find("body")
+    return _clean((body if body is not None else doc).text_content())[:MAX_TEXT_CHARS]
