@@ -14,6 +14,15 @@ class RobotsPolicy:
     allow_all: bool = False
     disallow_all: bool = False
     parser: Protego | None = None
+    error: str = ""  # why robots.txt could not be read (then everything is disallowed)
+
+    def refusal(self) -> tuple[str, str]:
+        """(error_code, message) for a page this policy refuses."""
+        if self.error == "blocked_address":
+            return "blocked_address", "the host resolves to a non-public address"
+        if self.disallow_all:
+            return "robots_unavailable", f"robots.txt could not be read ({self.error or 'server error'})"
+        return "robots_disallowed", "robots.txt disallows this URL"
 
     def allows(self, url: str, user_agent: str) -> bool:
         if self.allow_all:
@@ -29,10 +38,10 @@ class RobotsPolicy:
         return list(self.parser.sitemaps) if self.parser else []
 
 
-def policy_from_response(status_code: int | None, body: str) -> RobotsPolicy:
+def policy_from_response(status_code: int | None, body: str, error: str = "") -> RobotsPolicy:
     """2xx: the rules; 4xx: allow everything; 5xx or no answer: disallow everything."""
     if status_code is None or status_code >= 500:
-        return RobotsPolicy(disallow_all=True)
+        return RobotsPolicy(disallow_all=True, error=error or f"HTTP {status_code}")
     if 400 <= status_code < 500:
         return RobotsPolicy(allow_all=True)
     return RobotsPolicy(parser=Protego.parse(body[:MAX_ROBOTS_BYTES]))

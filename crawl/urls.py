@@ -43,6 +43,8 @@ def canonicalize(url: str) -> str:
     except ValueError as exc:
         raise InvalidURL("invalid_url", f"malformed URL: {exc}") from None
     scheme = parts.scheme.lower()
+    if not scheme:
+        raise InvalidURL("invalid_url", "URL has no scheme (expected http:// or https://)")
     if scheme not in ALLOWED_SCHEMES:
         raise InvalidURL("blocked_scheme", f"scheme {scheme or '(none)'!r} is not http or https")
     host = (parts.hostname or "").rstrip(".")

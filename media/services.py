@@ -26,29 +26,40 @@ log = logging.getLogger("crawlhub.media")
 PENDING = (MediaAsset.State.QUEUED, MediaAsset.State.LEASED)
 
 
-def assets_link(*, project: Project, page_id: int, refs: list[tuple[str, str]]) -> tuple[list[int], bool]:
-    """Record the page's media (one asset row per URL, one link per page and asset).
+def assets_link_many(*, project: Project, refs_by_page: dict[int, list[tuple[str, str]]]) -> tuple[list[int], set]:
+    """Record pages' media: one asset row per URL, one link row per page and asset.
 
-    Returns the ids of assets new to the project and whether any asset of the page is pending.
+    Returns the ids of assets new to the project and the ids of pages with an asset still pending.
+    Inserts go in key order so concurrent batches take index locks in the same order.
     """
     domains = project_scope(project).domains
-    rows = {}
+    assets: dict[str, MediaAsset] = {}
+    keys_by_page: dict[int, set[str]] = {}
     now = timezone.now()
-    for raw, kind in refs:
-        try:
-            canonical = canonicalize(raw)
-        except InvalidURL:
-            continue
-        if domains and not host_in_domains(host_of(canonical), domains):
-            continue
-        key = url_key(canonical)
-        rows.setdefault(key, MediaAsset(project=project, url=canonical, url_key=key, kind=kind, enqueued_at=now))
-    if not rows:
-        return [], False
-    new_ids = insert_new(MediaAsset, list(rows.values()), conflict_fields=("project", "url_key"))
-    assets = list(MediaAsset.objects.filter(project=project, url_key__in=rows.keys()).values_list("id", "state"))
-    PageAsset.objects.bulk_create([PageAsset(page_id=page_id, asset_id=a) for a, _ in assets], ignore_conflicts=True)
-    return new_ids, any(state in PENDING for _, state in assets)
+    for page_id, refs in refs_by_page.items():
+        for raw, kind in refs:
+            try:
+                canonical = canonicalize(raw)
+            except InvalidURL:
+                continue
+            if domains and not host_in_domains(host_of(canonical), domains):
+                continue
+            key = url_key(canonical)
+            assets.setdefault(key, MediaAsset(project=project, url=canonical, url_key=key, kind=kind, enqueued_at=now))
+            keys_by_page.setdefault(page_id, set()).add(key)
+    if not assets:
+        return [], set()
+    new_ids = insert_new(MediaAsset, [assets[k] for k in sorted(assets)], conflict_fields=("project", "url_key"))
+    known = dict(
+        (key, (aid, state))
+        for aid, key, state in MediaAsset.objects.filter(project=project, url_key__in=assets.keys()).values_list(
+            "id", "url_key", "state"
+        )
+    )
+    links = sorted((pid, known[k][0]) for pid, keys in keys_by_page.items() for k in keys)
+    PageAsset.objects.bulk_create([PageAsset(page_id=p, asset_id=a) for p, a in links], ignore_conflicts=True)
+    pending = {pid for pid, keys in keys_by_page.items() if any(known[k][1] in PENDING for k in keys)}
+    return new_ids, pending
 
 
 def assets_claim(asset_ids: list[int]) -> tuple[uuid.UUID, list[MediaAsset]]:

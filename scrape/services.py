@@ -1,15 +1,20 @@
-"""The extract stage: claim fetched pages, extract, discover links and media, finish by CAS."""
+"""The extract stage: claim fetched pages, extract, discover links and media, finish by CAS.
+
+Two phases: pure extraction of every page of the batch (no writes), then one short transaction
+that inserts what was discovered (sorted, so concurrent batches cannot deadlock) and finishes
+each page's lease.
+"""
 
 import logging
 import zlib
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
 
 from crawl.models import Page, PageContent
-from crawl.services.frontier import page_finish, pages_claim_for_extract, pages_discover
-from media.services import assets_link
+from crawl.retry import atomic_with_retry
+from crawl.services.frontier import page_finish, pages_claim_for_extract, pages_discover_many
+from media.services import assets_link_many
 
 from .extractors import Extraction, extract_html, looks_like_html, media_kind_of
 from .models import Item
@@ -24,79 +29,96 @@ class ExtractOutcome:
     hosts: dict[int, str] = field(default_factory=dict)
 
 
+@dataclass
+class PageResult:
+    """What extraction decided for one page, before anything is written."""
+
+    page: Page
+    changes: dict
+    links: list[tuple[str, int, int | None, int]] = field(default_factory=list)
+    media: list[tuple[str, str]] = field(default_factory=list)
+    item: dict | None = None
+
+
 def pages_extract(*, page_ids: list[int], worker: str = "") -> ExtractOutcome:
     """Extract the claimable fetched pages among page_ids; return what the next stages must do."""
     token, pages = pages_claim_for_extract(page_ids)
     contents = {c.page_id: c for c in PageContent.objects.filter(page_id__in=[p.id for p in pages])}
+    results = [_extract_safely(page, contents.get(page.id)) for page in pages]
     outcome = ExtractOutcome()
-    with transaction.atomic():
-        for page in pages:
-            _extract_one(page, contents.get(page.id), token, worker, outcome)
+    by_project: dict[int, list[PageResult]] = {}
+    for result in results:
+        by_project.setdefault(result.page.project_id, []).append(result)
+    for project_results in by_project.values():
+        atomic_with_retry(_write, project_results, token, worker, outcome)
     return outcome
 
 
-def _extract_one(page: Page, content: PageContent | None, token, worker: str, outcome: ExtractOutcome) -> None:
+def _extract_safely(page: Page, content: PageContent | None) -> PageResult:
     try:
-        changes = _process(page, content, outcome)
+        return _extract(page, content)
     except Exception as exc:  # noqa: BLE001 - one bad page must not sink the batch
         log.exception("extraction failed for page %s", page.id)
-        changes = {"state": Page.State.FAILED, "error_code": "extract_error", "error_message": repr(exc)[:2000]}
-    changes["extracted_by"] = worker
-    if not page_finish(page_id=page.id, token=token, from_state=Page.State.FETCHED, **changes):
-        log.warning("lease lost before finishing extraction of page %s", page.id)
+        failed = {"state": Page.State.FAILED, "error_code": "extract_error", "error_message": repr(exc)[:2000]}
+        return PageResult(page=page, changes=failed)
 
 
-def _process(page: Page, content: PageContent | None, outcome: ExtractOutcome) -> dict:
+def _extract(page: Page, content: PageContent | None) -> PageResult:
     if 300 <= (page.status_code or 0) < 400:
-        return _follow_redirect(page, outcome)
+        return _redirect(page)
     body = zlib.decompress(content.body) if content is not None else b""
     if not looks_like_html(page.content_type, body):
-        return {"state": Page.State.DONE}
+        return PageResult(page=page, changes={"state": Page.State.DONE})
     extraction = extract_html(body, page.url, charset=_charset(content), max_links=settings.CRAWL_MAX_LINKS_PER_PAGE)
-    pending_media = _discover(page, extraction, outcome)
-    _store_item(page, extraction)
-    state = Page.State.EXTRACTED if pending_media else Page.State.DONE
-    return {"state": state, "title": extraction.title}
+    download = page.project.download_media
+    links = [(link.url, page.depth + 1, page.id, 0) for link in extraction.links
+             if not (download and media_kind_of(link.url))]
+    media = [(m.url, m.kind) for m in extraction.media] if download else []
+    return PageResult(page=page, changes={"state": Page.State.DONE, "title": extraction.title},
+                      links=links, media=media, item=_item_data(page, extraction))
 
 
-def _follow_redirect(page: Page, outcome: ExtractOutcome) -> dict:
+def _redirect(page: Page) -> PageResult:
     hops = page.redirect_hops + 1
     if hops > settings.CRAWL_MAX_REDIRECTS:
-        return {"state": Page.State.FAILED, "error_code": "too_many_redirects",
-                "error_message": f"more than {settings.CRAWL_MAX_REDIRECTS} redirects in a row"}
-    new_ids = pages_discover(project=page.project, urls=[page.final_url], depth=page.depth,
-                             parent_id=page.id, redirect_hops=hops)
-    _remember(outcome, new_ids, page.host)
-    return {"state": Page.State.DONE}
+        failed = {"state": Page.State.FAILED, "error_code": "too_many_redirects",
+                  "error_message": f"more than {settings.CRAWL_MAX_REDIRECTS} redirects in a row"}
+        return PageResult(page=page, changes=failed)
+    return PageResult(page=page, changes={"state": Page.State.DONE},
+                      links=[(page.final_url, page.depth, page.id, hops)])
 
 
-def _discover(page: Page, extraction: Extraction, outcome: ExtractOutcome) -> bool:
-    """Queue the page's new links and media; True when some of its media is still to download."""
-    download = page.project.download_media
-    urls = [link.url for link in extraction.links if not (download and media_kind_of(link.url))]
-    new_ids = pages_discover(project=page.project, urls=urls, depth=page.depth + 1, parent_id=page.id)
-    _remember(outcome, new_ids, page.host)
-    if not download or not extraction.media:
-        return False
-    new_assets, pending = assets_link(project=page.project, page_id=page.id,
-                                      refs=[(m.url, m.kind) for m in extraction.media])
-    outcome.new_asset_ids += new_assets
-    return pending
-
-
-def _remember(outcome: ExtractOutcome, new_ids: list[int], host: str) -> None:
+def _write(results: list[PageResult], token, worker: str, outcome: ExtractOutcome) -> None:
+    project = results[0].page.project
+    new_ids = pages_discover_many(project=project, candidates=[c for r in results for c in r.links])
     outcome.new_page_ids += new_ids
-    outcome.hosts.update(dict.fromkeys(new_ids, host))
+    outcome.hosts.update(dict.fromkeys(new_ids, results[0].page.host))
+    refs = {r.page.id: r.media for r in results if r.media}
+    new_assets, pending_pages = assets_link_many(project=project, refs_by_page=refs)
+    outcome.new_asset_ids += new_assets
+    finished = []
+    for result in sorted(results, key=lambda r: r.page.id):
+        changes = result.changes | {"extracted_by": worker}
+        if result.page.id in pending_pages:
+            changes["state"] = Page.State.EXTRACTED  # done once its media is downloaded
+        if page_finish(page_id=result.page.id, token=token, from_state=Page.State.FETCHED, **changes):
+            finished.append(result)
+        else:
+            log.warning("lease lost before finishing extraction of page %s", result.page.id)
+    _store_items(finished)
 
 
-def _store_item(page: Page, extraction: Extraction) -> None:
-    data = {"url": page.url, "title": extraction.title, "description": extraction.description,
+def _item_data(page: Page, extraction: Extraction) -> dict:
+    return {"url": page.url, "title": extraction.title, "description": extraction.description,
             "lang": extraction.lang, "text": extraction.text, "links": len(extraction.links),
             "media": [m.url for m in extraction.media]}
-    Item.objects.bulk_create(
-        [Item(project_id=page.project_id, page_id=page.id, kind="page", data=data)],
-        update_conflicts=True, unique_fields=["page", "kind"], update_fields=["data", "updated_at"],
-    )
+
+
+def _store_items(results: list[PageResult]) -> None:
+    items = [Item(project_id=r.page.project_id, page_id=r.page.id, kind="page", data=r.item)
+             for r in results if r.item is not None]
+    Item.objects.bulk_create(items, update_conflicts=True, unique_fields=["page", "kind"],
+                             update_fields=["data", "updated_at"])
 
 
 def _charset(content: PageContent | None) -> str | None:

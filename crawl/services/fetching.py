@@ -59,20 +59,25 @@ def _fetch_project_pages(pages: list[Page], token, worker: str) -> list[int]:
                    limits=fetch_limits(), concurrency=project.concurrency)
     )
     with transaction.atomic():
-        for page in refused:
+        for page, (code, message) in refused:
             page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, state=Page.State.FAILED,
-                        error_code="robots_disallowed", error_message="robots.txt disallows this URL",
-                        fetched_by=worker)
+                        error_code=code, error_message=message, fetched_by=worker)
         return _record_responses(allowed, responses, token, worker)
 
 
-def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list[Page]]:
+def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list]:
+    """Pages robots.txt lets us fetch, and (page, (error_code, message)) for the others."""
     if not project.obey_robots:
         return pages, []
     policies = robots_policies({origin_of(p.url) for p in pages}, allow_private=private, user_agent=agent)
-    allowed = [p for p in pages if policies[origin_of(p.url)].allows(p.url, agent)]
-    ids = {p.id for p in allowed}
-    return allowed, [p for p in pages if p.id not in ids]
+    allowed, refused = [], []
+    for page in pages:
+        policy = policies[origin_of(page.url)]
+        if policy.allows(page.url, agent):
+            allowed.append(page)
+        else:
+            refused.append((page, policy.refusal()))
+    return allowed, refused
 
 
 def _record_responses(pages: list[Page], responses: list[FetchResponse], token, worker: str) -> list[int]:

@@ -42,9 +42,18 @@ def pages_discover(
     *, project: Project, urls: list[str], depth: int, parent_id: int | None = None, redirect_hops: int = 0
 ) -> list[int]:
     """Insert the in-scope URLs not yet known to the project; return the ids of the new rows only."""
+    return pages_discover_many(project=project, candidates=[(u, depth, parent_id, redirect_hops) for u in urls])
+
+
+def pages_discover_many(*, project: Project, candidates: list[tuple[str, int, int | None, int]]) -> list[int]:
+    """Like pages_discover for (url, depth, parent_id, redirect_hops) candidates of many parents.
+
+    Rows are inserted in url_key order, so concurrent inserters take the unique index's locks in
+    the same order and cannot deadlock.
+    """
     scope = project_scope(project)
     rows: dict[str, Page] = {}
-    for raw in urls:
+    for raw, depth, parent_id, hops in candidates:
         try:
             canonical = canonicalize(raw)
         except InvalidURL:
@@ -52,15 +61,18 @@ def pages_discover(
         if scope.rejects(canonical, depth):
             continue
         key = url_key(canonical)
-        rows.setdefault(key, _new_page(project, canonical, key, depth, parent_id, redirect_hops))
-    return insert_new(Page, _within_budget(project, list(rows.values())), conflict_fields=("project", "url_key"))
+        if key not in rows or rows[key].depth > depth:
+            rows[key] = _new_page(project, canonical, key, depth, parent_id, hops)
+    ordered = [rows[k] for k in sorted(rows)]
+    return insert_new(Page, _within_budget(project, ordered), conflict_fields=("project", "url_key"))
 
 
 def _new_page(project, canonical, key, depth, parent_id, redirect_hops, **extra) -> Page:
     now = timezone.now()
+    fields = {"next_fetch_at": now, "enqueued_at": now} | extra
     return Page(
         project=project, url=canonical, url_key=key, host=host_of(canonical), depth=depth,
-        discovered_from_id=parent_id, redirect_hops=redirect_hops, next_fetch_at=now, enqueued_at=now, **extra,
+        discovered_from_id=parent_id, redirect_hops=redirect_hops, **fields,
     )
 
 

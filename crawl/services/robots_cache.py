@@ -24,7 +24,7 @@ def robots_policies(origins: set[str], *, allow_private: bool, user_agent: str) 
     if missing:
         fresh_after = timezone.now() - timedelta(seconds=settings.CRAWL_ROBOTS_CACHE_SECONDS)
         for row in RobotsTxt.objects.filter(origin__in=missing, fetched_at__gte=fresh_after):
-            policies[row.origin] = policy_from_response(row.status_code, row.body)
+            policies[row.origin] = policy_from_response(row.status_code, row.body, row.error)
         for origin in missing - policies.keys():
             policies[origin] = _fetch_and_store(origin, allow_private=allow_private, user_agent=user_agent)
     for origin in missing:
@@ -46,7 +46,7 @@ def _fetch_and_store(origin: str, *, allow_private: bool, user_agent: str) -> Ro
         origin=origin,
         defaults={"status_code": status, "body": body, "error": response.error_code, "fetched_at": timezone.now()},
     )
-    return policy_from_response(status, body)
+    return policy_from_response(status, body, response.error_code)
 
 
 def forget_robots() -> None:

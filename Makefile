@@ -1,0 +1,62 @@
+# crawlhub: the two commands a new user needs are `make crawl URL=...` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+URL ?=
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: help install install-dev migrate crawl test lint format worker-fetch worker-extract worker-download beat flower services clean
+
+help:
+	@echo "make crawl URL=https://example.com/ [ARGS='--max-pages 100']   crawl on the embedded default (SQLite, no servers)"
+	@echo "make test                                                      run the whole test suite"
+	@echo "make worker-fetch | worker-extract | worker-download | beat    distributed processes (set DATABASE_URL, CELERY_BROKER_URL)"
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed-base: requirements/base.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements/base.txt
+	touch $@
+
+$(VENV)/.installed-dev: requirements/base.txt requirements/dev.txt requirements/prod.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements/dev.txt -r requirements/prod.txt
+	touch $@ $(VENV)/.installed-base
+
+install: $(VENV)/.installed-base
+install-dev: $(VENV)/.installed-dev
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput -v 0
+
+crawl: migrate
+	@test -n "$(URL)" || (echo "usage: make crawl URL=https://example.com/ [ARGS=...]" >&2; exit 2)
+	$(BIN)/python manage.py crawl $(URL) $(ARGS)
+
+services:
+	@bash scripts/services.sh
+
+test: install-dev services
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+worker-fetch: install
+	$(BIN)/celery -A crawlproject worker -Q fetch -n fetch@%h -l INFO
+worker-extract: install
+	$(BIN)/celery -A crawlproject worker -Q extract -n extract@%h -l INFO
+worker-download: install
+	$(BIN)/celery -A crawlproject worker -Q download -n download@%h -l INFO
+beat: install
+	$(BIN)/celery -A crawlproject beat -l INFO
+
+clean:
+	rm -rf var/db.sqlite3* var/broker var/assets var/tmp var/log

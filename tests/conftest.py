@@ -1,0 +1,102 @@
+"""Shared fixtures: a loopback test site, a clean Redis broker db, real Celery worker processes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+
+from tests.site import SiteServer, build_site
+
+BASE_DIR = Path(settings.BASE_DIR)
+
+
+@pytest.fixture(scope="session")
+def site():
+    return build_site(300)
+
+
+@pytest.fixture
+def site_server(site):
+    with SiteServer(site) as server:
+        yield server
+
+
+@pytest.fixture
+def broker():
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    client.flushdb()
+    yield settings.CELERY_BROKER_URL
+    client.flushdb()
+
+
+@pytest.fixture
+def worker_env(transactional_db):
+    """Environment for subprocesses: the project settings, pointed at the test database."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
+
+
+class Workers:
+    """Real `celery worker` processes, one process group each so a test can SIGKILL all of one."""
+
+    def __init__(self, env: dict, log_dir: Path):
+        self.env, self.log_dir, self.procs = env, log_dir, {}
+
+    def start(self, name: str, queues: str, concurrency: int = 2) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "celery", "-A", "crawlproject", "worker", "-Q", queues, "-n", f"{name}@%h",
+               "-c", str(concurrency), "-P", "prefork", "-l", "INFO", "--without-mingle", "--without-gossip"]
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(cmd, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def kill(self, name: str, sig=signal.SIGKILL) -> None:
+        proc = self.procs.pop(name)
+        os.killpg(proc.pid, sig)
+        proc.wait(30)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            proc = self.procs[name]
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.procs.pop(name).wait()
+
+
+@pytest.fixture
+def workers(worker_env, broker, tmp_path):
+    pool = Workers(worker_env, tmp_path)
+    yield pool
+    pool.stop_all()
+
+
+def run_manage(args: list[str], env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_json_line(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def export_pages(env: dict, project: str) -> list[dict]:
+    done = run_manage(["export", project, "--what", "pages"], env)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]

@@ -1,0 +1,80 @@
+"""Distributed mode: PostgreSQL + Redis, one real `celery worker -Q <stage>` process per queue."""
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from crawl.models import Page
+from media.models import MediaAsset
+from scrape.models import Item
+from tests.conftest import BASE_DIR, export_pages, last_json_line, run_manage
+from tests.ledger import assert_complete, ledger_key
+
+pytestmark = pytest.mark.integration
+
+
+def start_stage_workers(workers) -> None:
+    for stage in ("fetch", "extract", "download"):
+        workers.start(stage, stage)
+
+
+def crawl_args(url: str, project: str) -> list[str]:
+    return ["crawl", f"{url}/", "--allow-private", "--json", "--workers", "0", "--project", project, "--timeout", "240"]
+
+
+def test_it_runs_each_stage_on_its_own_queue_with_the_embedded_results(site, site_server, workers, worker_env, tmp_path):
+    start_stage_workers(workers)
+    done = run_manage(crawl_args(site_server.url, "dist"), worker_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert last_json_line(done.stdout)["completed"] is True
+    rows = export_pages(worker_env, "dist")
+    assert_complete(rows, site, site_server.paths())
+
+    pages = Page.objects.filter(project__slug="dist")
+    assert set(pages.exclude(fetched_by="").values_list("fetched_by", flat=True)) == {f"fetch@{os.uname().nodename}"}
+    assert {w.split("@")[0] for w in pages.exclude(extracted_by="").values_list("extracted_by", flat=True)} == {"extract"}
+    assets = MediaAsset.objects.filter(project__slug="dist")
+    assert assets.count() == len(site.media)
+    assert {a.split("@")[0] for a in assets.values_list("downloaded_by", flat=True)} == {"download"}
+
+    embedded_env = {k: v for k, v in worker_env.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    embedded_env["CRAWLHUB_VAR_DIR"] = str(tmp_path / "embedded")
+    assert run_manage(["migrate", "-v0"], embedded_env).returncode == 0
+    embedded = run_manage(["crawl", f"{site_server.url}/", "--allow-private", "--project", "emb"], embedded_env)
+    assert embedded.returncode == 0, embedded.stderr
+    assert ledger_key(export_pages(embedded_env, "emb")) == ledger_key(rows)
+
+
+def test_it_completes_without_loss_after_a_fetch_worker_is_killed(site, workers, worker_env):
+    from tests.site import SiteServer
+
+    with SiteServer(site, delay=0.1) as server:
+        start_stage_workers(workers)
+        crawl = subprocess.Popen([sys.executable, "manage.py", *crawl_args(server.url, "kill")], cwd=BASE_DIR,
+                                 env=worker_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: Page.objects.filter(project__slug="kill", state="done").count() >= 40, crawl)
+        workers.kill("fetch")  # SIGKILL the whole worker: main process and pool children
+        in_flight = Page.objects.filter(project__slug="kill", state="leased").count()
+        workers.start("fetch2", "fetch")
+        out, err = crawl.communicate(timeout=280)
+        assert crawl.returncode == 0, out + err
+        rows = export_pages(worker_env, "kill")
+        assert_complete(rows, site, server.paths())
+
+    fetches = Counter(server.paths())
+    extra = sum(n - 1 for path, n in fetches.items() if path in site.pages)
+    print(f"\nkill test: {len(rows)} rows, {in_flight} leased at the kill, {extra} extra fetches")
+    assert extra <= 2 * 50, "more refetches than the killed worker could have had in flight"
+    assert Item.objects.filter(page__project__slug="kill").count() == len(site.pages)
+
+
+def _wait_for(condition, proc, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, "the crawl ended before the fault could be injected"
+        assert time.monotonic() < deadline, "timed out waiting for the crawl to progress"
+        time.sleep(0.2)

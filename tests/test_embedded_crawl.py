@@ -1,0 +1,62 @@
+"""`make crawl` on the embedded default (SQLite + filesystem broker, workers started by the command)."""
+
+import hashlib
+import json
+import os
+import subprocess
+from collections import Counter
+
+import pytest
+
+from tests.conftest import BASE_DIR, last_json_line, run_manage
+from tests.ledger import assert_complete, path_of
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def embedded_env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    return env | {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
+
+
+def test_it_crawls_every_reachable_page_once_with_make_crawl(site, site_server, embedded_env, tmp_path):
+    done = subprocess.run(
+        ["make", "--no-print-directory", "crawl", f"URL={site_server.url}/", "ARGS=--allow-private --json --project e2e"],
+        cwd=BASE_DIR, env=embedded_env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = last_json_line(done.stdout)
+    assert summary["project"] == "e2e" and summary["completed"] is True
+    assert summary["pages_failed"] == len(site.missing) + len(site.private)
+    assert summary["assets"] == len(site.media)
+    assert {"pages_fetched", "seconds"} <= summary.keys()
+
+    exported = run_manage(["export", "e2e"], embedded_env)
+    rows = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert_complete(rows, site, site_server.paths())
+    fetched = Counter(site_server.paths())
+    assert [p for p in site.pages if fetched[p] != 1] == [], "a page was fetched more than once"
+    _assert_assets_stored(site, embedded_env, tmp_path / "var" / "assets")
+
+
+def _assert_assets_stored(site, env, media_root):
+    exported = run_manage(["export", "e2e", "--what", "assets"], env)
+    assets = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert {path_of(a["url"]): a["sha256"] for a in assets} == site.media
+    for asset in assets:
+        assert asset["state"] == "done"
+        assert hashlib.sha256((media_root / asset["storage_key"]).read_bytes()).hexdigest() == asset["sha256"]
+
+
+def test_it_records_bad_seeds_as_failed_rows_and_still_completes(site_server, embedded_env):
+    assert run_manage(["migrate", "-v0"], embedded_env).returncode == 0
+    done = run_manage(
+        ["crawl", "http//not a url", "ftp://example.com/x", f"{site_server.url}/missing/x.html",
+         "http://10.255.255.1/", "--project", "bad", "--json", "--timeout", "120"],
+        embedded_env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = last_json_line(done.stdout)
+    assert summary["pages_failed"] == 4 and summary["pages_fetched"] == 0
+    assert summary["errors"] == {"invalid_url": 1, "blocked_scheme": 1, "blocked_address": 2}
