@@ -10,6 +10,9 @@ import time
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
 from django.core.management.base import BaseCommand, CommandError
 
 from crawl import pipeline
@@ -54,10 +57,9 @@ class Command(BaseCommand):
             completed = self._wait(project, worker, opts, started)
         except KeyboardInterrupt:
             completed = False
-        finally:
-            if worker:
-                worker.stop()
-        summary = self._summary(project, started, completed)
+        summary = self._summary(project, started, completed)  # the crawl's time, not the worker's shutdown
+        if worker:
+            worker.stop()
         self._report(summary, opts["json"])
         if not completed:
             raise CommandError("crawl did not complete (timeout or interrupted); run it again to resume")
@@ -71,6 +73,13 @@ class Command(BaseCommand):
         return worker
 
     def _wait(self, project, worker, opts, started) -> bool:
+        if sys.stderr.isatty():
+            with Live(console=Console(stderr=True), refresh_per_second=4, transient=False) as live:
+                show = lambda p, t: live.update(_progress_table(p, t))  # noqa: E731
+                return self._poll(project, worker, opts, started, show, every=POLL_SECONDS)
+        return self._poll(project, worker, opts, started, self._progress_line, every=10 if opts["json"] else 2)
+
+    def _poll(self, project, worker, opts, started, show, every: float) -> bool:
         last_reap = last_line = time.monotonic()
         reap(project_id=project.id)
         while True:
@@ -85,8 +94,8 @@ class Command(BaseCommand):
             if now - last_reap >= REAP_EVERY_SECONDS:
                 reap(project_id=project.id)
                 last_reap = now
-            if now - last_line >= 2 and not opts["json"] or now - last_line >= 10:
-                self._progress_line(progress, now - started)
+            if now - last_line >= every:
+                show(progress, now - started)
                 last_line = now
             time.sleep(POLL_SECONDS)
 
@@ -124,3 +133,15 @@ class Command(BaseCommand):
             self.stdout.write(f"  {n:6d} {code}")
         if as_json:
             self.stdout.write(json.dumps(summary))
+
+
+def _progress_table(progress: dict, elapsed: float) -> Table:
+    table = Table(title=f"crawling for {elapsed:.0f} s", show_edge=False)
+    for state in ("queued", "leased", "fetched", "extracted", "done", "failed"):
+        table.add_column(state, justify="right")
+    table.add_column("assets done/pending", justify="right")
+    pages, assets = progress["pages"], progress["assets"]
+    pending_assets = assets.get("queued", 0) + assets.get("leased", 0)
+    table.add_row(*(str(pages.get(s, 0)) for s in ("queued", "leased", "fetched", "extracted", "done", "failed")),
+                  f"{assets.get('done', 0)}/{pending_assets}")
+    return table
