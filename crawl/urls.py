@@ -16,6 +16,7 @@ TRACKING_PARAMS = frozenset(
         "phpsessid", "jsessionid", "sid", "sessionid", "session_id", "aspsessionid", "cfid", "cftoken",
     }
 )
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 class InvalidURL(ValueError):
@@ -37,6 +38,7 @@ def canonicalize(url: str) -> str:
     url = url.strip()
     if len(url) > MAX_URL_LENGTH:
         raise InvalidURL("url_too_long", f"URL longer than {MAX_URL_LENGTH} characters")
+    url = _backslashes_as_slashes(url)
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -53,9 +55,22 @@ def canonicalize(url: str) -> str:
     netloc = _netloc(host, port, scheme)
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)])
     try:
-        return canonicalize_url(urlunsplit((scheme, netloc, parts.path or "/", query, "")))
+        return canonicalize_url(urlunsplit((scheme, netloc, _escape_stray_percents(parts.path) or "/", query, "")))
     except (ValueError, UnicodeError) as exc:
         raise InvalidURL("invalid_url", f"malformed URL: {exc}") from None
+
+
+def _backslashes_as_slashes(url: str) -> str:
+    """Read a backslash before the query as "/", as browsers and w3lib do: otherwise urlsplit
+    takes "http://a.com\\b" to have host "a.com\\b" while w3lib's result has host "a.com"."""
+    end = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return url[:end].replace("\\", "/") + url[end:]
+
+
+def _escape_stray_percents(path: str) -> str:
+    """"%" not starting an escape becomes "%25": else w3lib turns "%%41" into "%A", which the
+    next pass reads as an escape, and canonicalize would not be idempotent."""
+    return _STRAY_PERCENT.sub("%25", path)
 
 
 def _netloc(host: str, port: int | None, scheme: str) -> str:

@@ -54,12 +54,14 @@ class Command(BaseCommand):
         )  # work left over from an interrupted run: republish it now, not after the timeout
         worker = self._start_worker(opts["workers"])
         try:
-            completed = self._wait(project, worker, opts, started)
-        except KeyboardInterrupt:
-            completed = False
-        summary = self._summary(project, started, completed)  # the crawl's time, not the worker's shutdown
-        if worker:
-            worker.stop()
+            try:
+                completed = self._wait(project, worker, opts, started)
+            except KeyboardInterrupt:
+                completed = False
+            summary = self._summary(project, started, completed)  # the crawl's time, not the shutdown's
+        finally:
+            if worker:
+                worker.stop()
         self._report(summary, opts["json"])
         if not completed:
             raise CommandError("crawl did not complete (timeout or interrupted); run it again to resume")
