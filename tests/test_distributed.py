@@ -78,3 +78,33 @@ def _wait_for(condition, proc, timeout: float = 120) -> None:
         assert proc.poll() is None, "the crawl ended before the fault could be injected"
         assert time.monotonic() < deadline, "timed out waiting for the crawl to progress"
         time.sleep(0.2)
+
+
+def test_it_recovers_a_dead_workers_lease_through_beat_alone(site, site_server, workers, worker_env):
+    """No crawl command waiting: beat's periodic crawl.reap must bring the abandoned work back."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from crawl.services.projects import project_get_or_create, seeds_add
+
+    project = project_get_or_create(name="beat", allow_private=True, max_depth=1)
+    seeds_add(project=project, urls=[f"{site_server.url}/"])  # rows only: the message is "lost"
+    Page.objects.filter(project=project).update(
+        state="leased", attempts=1, lease_expires_at=timezone.now() - timedelta(seconds=1),
+        enqueued_at=timezone.now() - timedelta(hours=1),
+    )
+    start_stage_workers(workers)
+    beat_env = worker_env | {"CRAWL_REAP_INTERVAL_SECONDS": "1"}
+    beat = subprocess.Popen([sys.executable, "-m", "celery", "-A", "crawlproject", "beat", "-l", "INFO"],
+                            cwd=BASE_DIR, env=beat_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while not Page.objects.filter(project=project, state="done").count() >= 9:
+            assert time.monotonic() < deadline, "beat's reaper never brought the work back"
+            time.sleep(0.5)
+    finally:
+        beat.terminate()
+        beat.wait(20)
+    seed = Page.objects.get(project=project, depth=0)
+    assert (seed.state, seed.attempts, seed.fetched_by.split("@")[0]) == ("done", 2, "fetch")
