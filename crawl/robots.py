@@ -17,11 +17,17 @@ class RobotsPolicy:
     error: str = ""  # why robots.txt could not be read (then everything is disallowed)
 
     def refusal(self) -> tuple[str, str]:
-        """(error_code, message) for a page this policy refuses."""
+        """(error_code, message) for a page this policy refuses.
+
+        An unreadable robots.txt is reported with the reason it could not be read (a network error
+        code, or robots_unavailable for a 5xx), which the fetch stage retries like any transient error.
+        """
         if self.error == "blocked_address":
             return "blocked_address", "the host resolves to a non-public address"
+        if self.disallow_all and self.error.startswith("HTTP"):
+            return "robots_unavailable", f"robots.txt answered {self.error}: the whole site is off limits for now"
         if self.disallow_all:
-            return "robots_unavailable", f"robots.txt could not be read ({self.error or 'server error'})"
+            return self.error or "robots_unavailable", f"robots.txt could not be fetched ({self.error})"
         return "robots_disallowed", "robots.txt disallows this URL"
 
     def allows(self, url: str, user_agent: str) -> bool:

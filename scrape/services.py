@@ -68,7 +68,9 @@ def _extract(page: Page, content: PageContent | None) -> PageResult:
         return _redirect(page)
     body = zlib.decompress(content.body) if content is not None else b""
     if not looks_like_html(page.content_type, body):
-        return PageResult(page=page, changes={"state": Page.State.DONE})
+        message = f"{page.content_type or 'a body of unknown type'} is not HTML: nothing to extract"
+        return PageResult(page=page, changes={"state": Page.State.FAILED, "error_code": "not_html",
+                                              "error_message": message})
     extraction = extract_html(body, page.url, charset=_charset(content), max_links=settings.CRAWL_MAX_LINKS_PER_PAGE)
     download = page.project.download_media
     links = [(link.url, page.depth + 1, page.id, 0) for link in extraction.links

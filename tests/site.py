@@ -39,6 +39,9 @@ def build_site(n: int = 300, seed: int = 7) -> Site:
     videos = {k: rng.randbytes(50_000) for k in range(max(1, n // 100))}
     for k, data in videos.items():
         site.files[f"/media/video/v{k:03d}.mp4"] = (200, {"Content-Type": "video/mp4"}, data)
+    # Not linked from any page: targets for the bad-input tests.
+    site.files["/error500"] = (500, {"Content-Type": "text/html"}, b"<h1>oops</h1>")
+    site.files["/data.bin"] = (200, {"Content-Type": "application/octet-stream"}, bytes(range(256)) * 8)
     site.files["/loop/a.html"] = (301, {"Location": "/loop/b.html"}, b"")
     site.files["/loop/b.html"] = (301, {"Location": "/loop/a.html"}, b"")
     for i in range(n):

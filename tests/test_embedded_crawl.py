@@ -60,3 +60,13 @@ def test_it_records_bad_seeds_as_failed_rows_and_still_completes(site_server, em
     summary = last_json_line(done.stdout)
     assert summary["pages_failed"] == 4 and summary["pages_fetched"] == 0
     assert summary["errors"] == {"invalid_url": 1, "blocked_scheme": 1, "blocked_address": 2}
+
+    done = run_manage(
+        ["crawl", f"{site_server.url}/error500", f"{site_server.url}/data.bin", "http://127.0.0.1:1/",
+         f"{site_server.url}/missing/y.html", "--allow-private", "--project", "bad2", "--json", "--timeout", "120"],
+        embedded_env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = last_json_line(done.stdout)
+    assert summary["errors"] == {"http_500": 1, "not_html": 1, "connect_error": 1, "http_404": 1}
+    assert site_server.paths().count("/error500") == 3, "a 5xx is retried up to CRAWL_MAX_ATTEMPTS times"

@@ -60,8 +60,8 @@ def _fetch_project_pages(pages: list[Page], token, worker: str) -> list[int]:
     )
     with transaction.atomic():
         for page, (code, message) in refused:
-            page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, state=Page.State.FAILED,
-                        error_code=code, error_message=message, fetched_by=worker)
+            changes = _failure(page, code, message) | {"fetched_by": worker}
+            page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, **changes)
         return _record_responses(allowed, responses, token, worker)
 
 
@@ -109,10 +109,17 @@ def _outcome(page: Page, response: FetchResponse) -> dict:
     if not code:
         return base | {"state": Page.State.FETCHED, "enqueued_at": now, "content_length": len(response.body),
                        "content_sha256": _sha256(response.body)}
-    base |= {"error_code": code, "error_message": message[:2000]}
-    if is_transient(code) and page.attempts < settings.CRAWL_MAX_ATTEMPTS:
-        return base | {"state": Page.State.QUEUED, "enqueued_at": None, "next_fetch_at": now + _backoff(page.attempts)}
-    return base | {"state": Page.State.FAILED}
+    return base | _failure(page, code, message)
+
+
+def _failure(page: Page, code: str, message: str) -> dict:
+    """Transient errors go back to the queue with backoff until attempts run out; others fail now."""
+    changes = {"error_code": code, "error_message": message[:2000]}
+    retryable = is_transient(code) or code == "robots_unavailable"
+    if retryable and page.attempts < settings.CRAWL_MAX_ATTEMPTS:
+        retry_at = timezone.now() + _backoff(page.attempts)
+        return changes | {"state": Page.State.QUEUED, "enqueued_at": None, "next_fetch_at": retry_at}
+    return changes | {"state": Page.State.FAILED}
 
 
 def _error_of(response: FetchResponse) -> tuple[str, str]:

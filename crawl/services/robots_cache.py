@@ -1,4 +1,11 @@
-"""robots.txt per origin: a process cache over a shared table, fetched through the guarded client."""
+"""robots.txt per origin: a process cache over a shared table, fetched through the guarded client.
+
+Only real answers (2xx rules, 4xx = allow all) are shared for CRAWL_ROBOTS_CACHE_SECONDS. A 5xx
+or a network failure disallows the origin for now, but is remembered only briefly in this
+process, so the pages it holds back are retried like any transient failure. A refusal by the
+address guard is never shared: it depends on the project's private-network setting, not on the
+origin.
+"""
 
 import time
 from datetime import timedelta
@@ -10,8 +17,9 @@ from crawl.fetcher import FetchLimits, fetch, runner
 from crawl.models import RobotsTxt
 from crawl.robots import MAX_ROBOTS_BYTES, RobotsPolicy, policy_from_response
 
-_LOCAL: dict[str, tuple[float, RobotsPolicy]] = {}
-LOCAL_SECONDS = 300
+_LOCAL: dict[tuple[str, bool], tuple[float, RobotsPolicy]] = {}
+ANSWER_SECONDS = 300
+FAILURE_SECONDS = 10
 ROBOTS_REDIRECT_HOPS = 5  # RFC 9309 2.3.1.2: follow at least five redirects
 ROBOTS_LIMITS = FetchLimits(connect_timeout=10, read_timeout=15, total_timeout=30, max_bytes=MAX_ROBOTS_BYTES)
 
@@ -19,16 +27,21 @@ ROBOTS_LIMITS = FetchLimits(connect_timeout=10, read_timeout=15, total_timeout=3
 def robots_policies(origins: set[str], *, allow_private: bool, user_agent: str) -> dict[str, RobotsPolicy]:
     """The policy of each origin: from this process, else the table, else fetched now."""
     now = time.monotonic()
-    policies = {o: _LOCAL[o][1] for o in origins if o in _LOCAL and now - _LOCAL[o][0] < LOCAL_SECONDS}
+    policies = {}
+    for origin in origins:
+        cached = _LOCAL.get((origin, allow_private))
+        if cached and now < cached[0]:
+            policies[origin] = cached[1]
     missing = origins - policies.keys()
     if missing:
         fresh_after = timezone.now() - timedelta(seconds=settings.CRAWL_ROBOTS_CACHE_SECONDS)
         for row in RobotsTxt.objects.filter(origin__in=missing, fetched_at__gte=fresh_after):
-            policies[row.origin] = policy_from_response(row.status_code, row.body, row.error)
+            policies[row.origin] = policy_from_response(row.status_code, row.body)
         for origin in missing - policies.keys():
             policies[origin] = _fetch_and_store(origin, allow_private=allow_private, user_agent=user_agent)
     for origin in missing:
-        _LOCAL[origin] = (now, policies[origin])
+        ttl = FAILURE_SECONDS if policies[origin].disallow_all else ANSWER_SECONDS
+        _LOCAL[(origin, allow_private)] = (now + ttl, policies[origin])
     return policies
 
 
@@ -40,13 +53,13 @@ def _fetch_and_store(origin: str, *, allow_private: bool, user_agent: str) -> Ro
         if not response.is_redirect:
             break
         url = response.location
-    status = None if response.error_code else response.status_code
-    body = response.body.decode("utf-8", errors="replace") if status and status < 300 else ""
+    if response.error_code or response.status_code >= 500:
+        return policy_from_response(None if response.error_code else response.status_code, "", response.error_code)
+    body = response.body.decode("utf-8", errors="replace") if response.status_code < 300 else ""
     RobotsTxt.objects.update_or_create(
-        origin=origin,
-        defaults={"status_code": status, "body": body, "error": response.error_code, "fetched_at": timezone.now()},
+        origin=origin, defaults={"status_code": response.status_code, "body": body, "fetched_at": timezone.now()}
     )
-    return policy_from_response(status, body, response.error_code)
+    return policy_from_response(response.status_code, body)
 
 
 def forget_robots() -> None:
