@@ -8,11 +8,35 @@ from crawl.models import Page, Project
 from media.models import MediaAsset
 from scrape.models import Item
 
-PAGE_FIELDS = ["url", "final_url", "status_code", "content_type", "title", "depth", "fetched_at",
-               "content_sha256", "content_length", "state", "error_code", "error_message", "host"]
+PAGE_FIELDS = [
+    "url",
+    "final_url",
+    "status_code",
+    "content_type",
+    "title",
+    "depth",
+    "fetched_at",
+    "content_sha256",
+    "content_length",
+    "state",
+    "error_code",
+    "error_message",
+    "host",
+]
 ITEM_FIELDS = ["url", "kind", "data", "errors", "updated_at"]
-ASSET_FIELDS = ["url", "kind", "state", "sha256", "size", "mime", "storage_key", "status_code",
-                "error_code", "error_message", "pages"]
+ASSET_FIELDS = [
+    "url",
+    "kind",
+    "state",
+    "sha256",
+    "size",
+    "mime",
+    "storage_key",
+    "status_code",
+    "error_code",
+    "error_message",
+    "pages",
+]
 FIELDS = {"pages": PAGE_FIELDS, "items": ITEM_FIELDS, "assets": ASSET_FIELDS}
 CHUNK = 2000
 

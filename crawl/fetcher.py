@@ -79,7 +79,7 @@ async def fetch(client: httpx.AsyncClient, url: str, *, headers: dict, limits: F
     try:
         async with asyncio.timeout(limits.total_timeout):
             await _stream_into(response, client, url, headers, timeout, limits.max_bytes)
-    except Exception as exc:  # noqa: BLE001 - every failure becomes an error code on the row
+    except Exception as exc:
         response.error_code, response.error_message = classify_error(exc, limits)
     response.elapsed = time.monotonic() - started
     return response

@@ -1,7 +1,5 @@
 """Projects, seeds and the frontier: one row per canonical URL of a project, with a state and a lease."""
 
-import uuid
-
 from django.db import models
 from django.utils import timezone
 
@@ -16,11 +14,14 @@ class Project(models.Model):
     name = models.CharField(max_length=200, unique=True, help_text="Human name of the crawl project.")
     slug = models.SlugField(max_length=200, unique=True, help_text="Short identifier used by commands and the API.")
     status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.ACTIVE,
+        max_length=10,
+        choices=Status.choices,
+        default=Status.ACTIVE,
         help_text="Paused projects keep their frontier but no new work is handed out.",
     )
     allowed_domains = models.TextField(
-        blank=True, default="",
+        blank=True,
+        default="",
         help_text="Hosts in scope, one per line (subdomains included). Empty: the hosts of the seeds.",
     )
     max_depth = models.PositiveIntegerField(

@@ -16,11 +16,29 @@ class BlockedAddress(Exception):
     """The target resolves to an address the project may not reach."""
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
 def address_is_public(address: str) -> bool:
+    """True only for a global unicast address; IPv6 forms that carry an IPv4 address (mapped,
+    6to4, NAT64, the old IPv4-compatible form) are judged by the IPv4 address they carry."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            ip = embedded
     return ip.is_global and not ip.is_multicast
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in NAT64 or (ip in IPV4_COMPATIBLE and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
 
 
 async def resolve(host: str, port: int) -> list[str]:

@@ -27,7 +27,7 @@ class RobotsPolicy:
         if self.disallow_all and self.error.startswith("HTTP"):
             return "robots_unavailable", f"robots.txt answered {self.error}: the whole site is off limits for now"
         if self.disallow_all:
-            return self.error or "robots_unavailable", f"robots.txt could not be fetched ({self.error})"
+            return self.error or "robots_unavailable", f"robots.txt could not be fetched ({self.error or 'no answer'})"
         return "robots_disallowed", "robots.txt disallows this URL"
 
     def allows(self, url: str, user_agent: str) -> bool:
@@ -47,7 +47,7 @@ class RobotsPolicy:
 def policy_from_response(status_code: int | None, body: str, error: str = "") -> RobotsPolicy:
     """2xx: the rules; 4xx: allow everything; 5xx or no answer: disallow everything."""
     if status_code is None or status_code >= 500:
-        return RobotsPolicy(disallow_all=True, error=error or f"HTTP {status_code}")
+        return RobotsPolicy(disallow_all=True, error=error or (f"HTTP {status_code}" if status_code else ""))
     if 400 <= status_code < 500:
         return RobotsPolicy(allow_all=True)
     return RobotsPolicy(parser=Protego.parse(body[:MAX_ROBOTS_BYTES]))

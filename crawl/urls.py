@@ -12,8 +12,24 @@ ALLOWED_SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 TRACKING_PARAMS = frozenset(
     {
-        "fbclid", "gclid", "dclid", "msclkid", "yclid", "igshid", "mc_cid", "mc_eid", "_ga", "_gl",
-        "phpsessid", "jsessionid", "sid", "sessionid", "session_id", "aspsessionid", "cfid", "cftoken",
+        "fbclid",
+        "gclid",
+        "dclid",
+        "msclkid",
+        "yclid",
+        "igshid",
+        "mc_cid",
+        "mc_eid",
+        "_ga",
+        "_gl",
+        "phpsessid",
+        "jsessionid",
+        "sid",
+        "sessionid",
+        "session_id",
+        "aspsessionid",
+        "cfid",
+        "cftoken",
     }
 )
 _STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -68,7 +84,7 @@ def _backslashes_as_slashes(url: str) -> str:
 
 
 def _escape_stray_percents(path: str) -> str:
-    """"%" not starting an escape becomes "%25": else w3lib turns "%%41" into "%A", which the
+    """A "%" that starts no escape becomes "%25": else w3lib turns "%%41" into "%A", which the
     next pass reads as an escape, and canonicalize would not be idempotent."""
     return _STRAY_PERCENT.sub("%25", path)
 

@@ -1,5 +1,6 @@
 """Celery workers the crawl command starts itself in embedded mode (same code as `celery worker`)."""
 
+import contextlib
 import logging
 import os
 import signal
@@ -25,19 +26,43 @@ class EmbeddedWorker:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "celery", "-A", "crawlproject", "worker", "-Q", self.queues,
-            "-c", str(self.concurrency), "-P", "prefork", "-n", self.name, "-l", "WARNING",
-            "--without-mingle", "--without-gossip", "--without-heartbeat",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "crawlproject",
+            "worker",
+            "-Q",
+            self.queues,
+            "-c",
+            str(self.concurrency),
+            "-P",
+            "prefork",
+            "-n",
+            self.name,
+            "-l",
+            "WARNING",
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
         ]
 
     def start(self) -> None:
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "crawlproject.settings")}
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "crawlproject.settings"),
+        }
         log_dir = settings.VAR_DIR / "log"
         log_dir.mkdir(parents=True, exist_ok=True)
         with open(log_dir / "embedded-worker.log", "ab") as out:
             self.process = subprocess.Popen(
-                self.command(), cwd=settings.BASE_DIR, env=env, start_new_session=True,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                self.command(),
+                cwd=settings.BASE_DIR,
+                env=env,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
 
     def alive(self) -> bool:
@@ -56,12 +81,8 @@ class EmbeddedWorker:
             return
         if self.alive():
             self.process.terminate()  # the main process only: its pool children finish their tasks
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.process.wait()

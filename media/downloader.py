@@ -33,7 +33,9 @@ class Download:
         self.path = ""
 
 
-async def download(client: httpx.AsyncClient, url: str, *, headers: dict, limits: FetchLimits, tmp_dir: str) -> Download:
+async def download(
+    client: httpx.AsyncClient, url: str, *, headers: dict, limits: FetchLimits, tmp_dir: str
+) -> Download:
     """GET url into a temp file under tmp_dir; never raises, and leaves no file behind on failure."""
     result = Download(url=url)
     fd, result.path = tempfile.mkstemp(dir=tmp_dir, prefix="download-", suffix=".part")
@@ -41,7 +43,7 @@ async def download(client: httpx.AsyncClient, url: str, *, headers: dict, limits
         with os.fdopen(fd, "wb") as sink:
             async with asyncio.timeout(limits.total_timeout):
                 await _follow(client, url, headers, limits, sink, result)
-    except Exception as exc:  # noqa: BLE001 - every failure becomes an error code on the asset
+    except Exception as exc:
         result.error_code, result.error_message = classify_error(exc, limits)
     if result.error_code:
         result.discard()

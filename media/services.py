@@ -67,7 +67,9 @@ def assets_claim(asset_ids: list[int]) -> tuple[uuid.UUID, list[MediaAsset]]:
     now, token = timezone.now(), uuid.uuid4()
     free = Q(state=MediaAsset.State.QUEUED) | Q(state=MediaAsset.State.LEASED, lease_expires_at__lt=now)
     MediaAsset.objects.filter(free, id__in=asset_ids, next_fetch_at__lte=now).update(
-        state=MediaAsset.State.LEASED, lease_token=token, attempts=F("attempts") + 1,
+        state=MediaAsset.State.LEASED,
+        lease_token=token,
+        attempts=F("attempts") + 1,
         lease_expires_at=now + timedelta(seconds=settings.CRAWL_LEASE_SECONDS),
     )
     return token, list(MediaAsset.objects.filter(id__in=asset_ids, lease_token=token).select_related("project"))
@@ -80,8 +82,9 @@ def assets_download(*, asset_ids: list[int], worker: str = "") -> list[int]:
         return []
     tmp_dir = settings.VAR_DIR / "tmp"
     tmp_dir.mkdir(parents=True, exist_ok=True)
-    limits = replace(fetch_limits(), max_bytes=settings.CRAWL_MAX_MEDIA_BYTES,
-                     total_timeout=settings.CRAWL_MEDIA_TOTAL_TIMEOUT)
+    limits = replace(
+        fetch_limits(), max_bytes=settings.CRAWL_MAX_MEDIA_BYTES, total_timeout=settings.CRAWL_MEDIA_TOTAL_TIMEOUT
+    )
     results = runner.run(_download_all(assets, limits, str(tmp_dir)))
     finished = [a.id for a, r in zip(assets, results, strict=True) if _finish(a, r, token, worker)]
     pages_complete(asset_ids=finished)
@@ -107,7 +110,7 @@ def _finish(asset: MediaAsset, result: Download, token, worker: str) -> bool:
     """Store the bytes, then write the row by CAS; the temp file is always removed."""
     try:
         changes = _outcome(asset, result)
-    except Exception as exc:  # noqa: BLE001 - storage down: retry later, keep nothing partial
+    except Exception as exc:
         log.warning("storing asset %s failed: %r", asset.id, exc)
         changes = _retry_or_fail(asset, "storage_error", repr(exc)[:2000])
     finally:
@@ -118,22 +121,33 @@ def _finish(asset: MediaAsset, result: Download, token, worker: str) -> bool:
 
 
 def _outcome(asset: MediaAsset, result: Download) -> dict:
-    base = {"status_code": result.status_code, "error_code": result.error_code,
-            "error_message": result.error_message[:2000]}
+    base = {
+        "status_code": result.status_code,
+        "error_code": result.error_code,
+        "error_message": result.error_message[:2000],
+    }
     if result.error_code:
         return base | _retry_or_fail(asset, result.error_code, result.error_message[:2000])
     key = store_file(result.path, sha256=result.sha256, size=result.size)
-    return base | {"state": MediaAsset.State.DONE, "sha256": result.sha256, "size": result.size,
-                   "mime": result.mime[:200], "storage_key": key, "downloaded_at": timezone.now()}
+    return base | {
+        "state": MediaAsset.State.DONE,
+        "sha256": result.sha256,
+        "size": result.size,
+        "mime": result.mime[:200],
+        "storage_key": key,
+        "downloaded_at": timezone.now(),
+    }
 
 
 def _retry_or_fail(asset: MediaAsset, code: str, message: str) -> dict:
     changes = {"error_code": code, "error_message": message}
-    if is_transient(code) or code == "storage_error":
-        if asset.attempts < settings.CRAWL_MAX_ATTEMPTS:
-            delay = settings.CRAWL_RETRY_BASE_SECONDS * 2 ** max(0, asset.attempts - 1)
-            return changes | {"state": MediaAsset.State.QUEUED, "enqueued_at": None,
-                              "next_fetch_at": timezone.now() + timedelta(seconds=min(3600, delay))}
+    if (is_transient(code) or code == "storage_error") and asset.attempts < settings.CRAWL_MAX_ATTEMPTS:
+        delay = settings.CRAWL_RETRY_BASE_SECONDS * 2 ** max(0, asset.attempts - 1)
+        return changes | {
+            "state": MediaAsset.State.QUEUED,
+            "enqueued_at": None,
+            "next_fetch_at": timezone.now() + timedelta(seconds=min(3600, delay)),
+        }
     return changes | {"state": MediaAsset.State.FAILED}
 
 

@@ -1,5 +1,6 @@
 """Standard extraction from HTML with lxml. Pure: bytes in, an Extraction out; no Django, no network."""
 
+import codecs
 import re
 from dataclasses import dataclass, field
 from urllib.parse import urldefrag, urljoin, urlsplit
@@ -15,6 +16,17 @@ MEDIA_EXTENSIONS = {
     "audio": (".mp3", ".ogg", ".oga", ".wav", ".flac", ".m4a", ".opus"),
 }
 _SPACE = re.compile(r"\s+")
+_SRCSET_URL = re.compile(r"[\s,]*(\S+)")
+_BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_DESCRIPTION = "//meta[translate(@name, 'DESCRIPTION', 'description')='description']/@content"  # any case
+# (kind, XPath, whether the attribute is a srcset). "//source", not "/source": libxml2's HTML 4
+# parser does not know <source> is void, so a second <source> ends up inside the first.
+_MEDIA_QUERIES = (
+    ("image", "//img/@src | //video/@poster", False),
+    ("image", "//img/@srcset | //picture//source/@srcset", True),
+    ("video", "//video/@src | //video//source/@src", False),
+    ("audio", "//audio/@src | //audio//source/@src", False),
+)
 
 
 @dataclass
@@ -70,7 +82,7 @@ def extract_html(body: bytes, base_url: str, *, charset: str | None = None, max_
     base = _base_href(doc, base_url)
     return Extraction(
         title=_clean(doc.findtext(".//title") or "")[:1000],
-        description=_clean(_first(doc.xpath("//meta[@name='description']/@content")))[:2000],
+        description=_clean(_first(doc.xpath(_DESCRIPTION)))[:2000],
         lang=_clean(_first(doc.xpath("/html/@lang")))[:20],
         links=_links(doc, base, max_links),
         media=_media(doc, base),
@@ -81,7 +93,8 @@ def extract_html(body: bytes, base_url: str, *, charset: str | None = None, max_
 def _parse(body: bytes, charset: str | None):
     if not body.strip():
         return None
-    parser = lxml.html.HTMLParser(encoding=_known_charset(charset), remove_comments=True)
+    body, encoding = _as_utf8(body, _known_charset(charset))
+    parser = lxml.html.HTMLParser(encoding=encoding, remove_comments=True)
     try:
         return lxml.html.document_fromstring(body, parser=parser)
     except (lxml.etree.ParserError, ValueError):
@@ -96,6 +109,18 @@ def _known_charset(charset: str | None) -> str | None:
     except LookupError:
         return None
     return charset
+
+
+def _as_utf8(body: bytes, charset: str | None) -> tuple[bytes, str | None]:
+    """Decode with Python's codec, not libxml2's: libxml2 raises LookupError on many names Python
+    knows ("utf_8", "latin_1", "cp437", "euc_jp"). Without a usable charset, or when a byte order
+    mark says otherwise (it wins over the header, as in browsers), lxml sniffs the page."""
+    if charset is None or body.startswith(_BOMS):
+        return body, None
+    try:
+        return body.decode(charset, "replace").encode("utf-8"), "utf-8"
+    except (UnicodeError, ValueError):  # e.g. codecs that allow only strict errors ("idna")
+        return body, None
 
 
 def _base_href(doc, page_url: str) -> str:
@@ -127,14 +152,9 @@ def _links(doc, base: str, max_links: int) -> list[Link]:
 
 def _media(doc, base: str) -> list[MediaRef]:
     found: dict[str, str] = {}
-    queries = (
-        ("image", "//img/@src | //video/@poster | //picture/source/@srcset | //img/@srcset"),
-        ("video", "//video/@src | //video/source/@src"),
-        ("audio", "//audio/@src | //audio/source/@src"),
-    )
-    for kind, xpath in queries:
+    for kind, xpath, is_srcset in _MEDIA_QUERIES:
         for value in doc.xpath(xpath):
-            for candidate in _srcset_urls(str(value)):
+            for candidate in _srcset_urls(str(value)) if is_srcset else [str(value)]:
                 url = absolute_http_url(base, candidate)
                 if url:
                     found.setdefault(url, kind)
@@ -147,10 +167,19 @@ def _media(doc, base: str) -> list[MediaRef]:
 
 
 def _srcset_urls(value: str) -> list[str]:
-    """Every URL of a srcset ("a.jpg 1x, b.jpg 2x"); a plain src is a one-element srcset."""
-    if "," not in value and " " not in value.strip():
-        return [value]
-    return [part.strip().split()[0] for part in value.split(",") if part.strip()]
+    """Every URL of a srcset ("a.jpg 1x, b.jpg 2x") as HTML reads it: a URL runs to whitespace, so a
+    comma inside one (".../w_300,h_200/a.jpg 300w") stays; its descriptors run to the next comma."""
+    urls, pos = [], 0
+    while match := _SRCSET_URL.match(value, pos):
+        url, pos = match.group(1), match.end()
+        if url.endswith(","):
+            url = url.rstrip(",")
+        else:
+            comma = value.find(",", pos)
+            pos = len(value) if comma < 0 else comma + 1
+        if url:
+            urls.append(url)
+    return urls
 
 
 def media_kind_of(url: str) -> str | None:

@@ -57,7 +57,7 @@ def pages_extract(*, page_ids: list[int], worker: str = "") -> ExtractOutcome:
 def _extract_safely(page: Page, content: PageContent | None) -> PageResult:
     try:
         return _extract(page, content)
-    except Exception as exc:  # noqa: BLE001 - one bad page must not sink the batch
+    except Exception as exc:
         log.exception("extraction failed for page %s", page.id)
         failed = {"state": Page.State.FAILED, "error_code": "extract_error", "error_message": repr(exc)[:2000]}
         return PageResult(page=page, changes=failed)
@@ -69,25 +69,38 @@ def _extract(page: Page, content: PageContent | None) -> PageResult:
     body = zlib.decompress(content.body) if content is not None else b""
     if not looks_like_html(page.content_type, body):
         message = f"{page.content_type or 'a body of unknown type'} is not HTML: nothing to extract"
-        return PageResult(page=page, changes={"state": Page.State.FAILED, "error_code": "not_html",
-                                              "error_message": message})
+        return PageResult(
+            page=page, changes={"state": Page.State.FAILED, "error_code": "not_html", "error_message": message}
+        )
     extraction = extract_html(body, page.url, charset=_charset(content), max_links=settings.CRAWL_MAX_LINKS_PER_PAGE)
     download = page.project.download_media
-    links = [(link.url, page.depth + 1, page.id, 0) for link in extraction.links
-             if not (download and media_kind_of(link.url))]
+    links = [
+        (link.url, page.depth + 1, page.id, 0)
+        for link in extraction.links
+        if not (download and media_kind_of(link.url))
+    ]
     media = [(m.url, m.kind) for m in extraction.media] if download else []
-    return PageResult(page=page, changes={"state": Page.State.DONE, "title": extraction.title},
-                      links=links, media=media, item=_item_data(page, extraction))
+    return PageResult(
+        page=page,
+        changes={"state": Page.State.DONE, "title": extraction.title},
+        links=links,
+        media=media,
+        item=_item_data(page, extraction),
+    )
 
 
 def _redirect(page: Page) -> PageResult:
     hops = page.redirect_hops + 1
     if hops > settings.CRAWL_MAX_REDIRECTS:
-        failed = {"state": Page.State.FAILED, "error_code": "too_many_redirects",
-                  "error_message": f"more than {settings.CRAWL_MAX_REDIRECTS} redirects in a row"}
+        failed = {
+            "state": Page.State.FAILED,
+            "error_code": "too_many_redirects",
+            "error_message": f"more than {settings.CRAWL_MAX_REDIRECTS} redirects in a row",
+        }
         return PageResult(page=page, changes=failed)
-    return PageResult(page=page, changes={"state": Page.State.DONE},
-                      links=[(page.final_url, page.depth, page.id, hops)])
+    return PageResult(
+        page=page, changes={"state": Page.State.DONE}, links=[(page.final_url, page.depth, page.id, hops)]
+    )
 
 
 def _write(results: list[PageResult], token, worker: str, outcome: ExtractOutcome) -> None:
@@ -111,16 +124,26 @@ def _write(results: list[PageResult], token, worker: str, outcome: ExtractOutcom
 
 
 def _item_data(page: Page, extraction: Extraction) -> dict:
-    return {"url": page.url, "title": extraction.title, "description": extraction.description,
-            "lang": extraction.lang, "text": extraction.text, "links": len(extraction.links),
-            "media": [m.url for m in extraction.media]}
+    return {
+        "url": page.url,
+        "title": extraction.title,
+        "description": extraction.description,
+        "lang": extraction.lang,
+        "text": extraction.text,
+        "links": len(extraction.links),
+        "media": [m.url for m in extraction.media],
+    }
 
 
 def _store_items(results: list[PageResult]) -> None:
-    items = [Item(project_id=r.page.project_id, page_id=r.page.id, kind="page", data=r.item)
-             for r in results if r.item is not None]
-    Item.objects.bulk_create(items, update_conflicts=True, unique_fields=["page", "kind"],
-                             update_fields=["data", "updated_at"])
+    items = [
+        Item(project_id=r.page.project_id, page_id=r.page.id, kind="page", data=r.item)
+        for r in results
+        if r.item is not None
+    ]
+    Item.objects.bulk_create(
+        items, update_conflicts=True, unique_fields=["page", "kind"], update_fields=["data", "updated_at"]
+    )
 
 
 def _charset(content: PageContent | None) -> str | None:

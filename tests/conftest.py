@@ -1,5 +1,6 @@
 """Shared fixtures: a loopback test site, a clean Redis broker db, real Celery worker processes."""
 
+import contextlib
 import json
 import os
 import signal
@@ -52,11 +53,36 @@ class Workers:
         self.env, self.log_dir, self.procs = env, log_dir, {}
 
     def start(self, name: str, queues: str, concurrency: int = 2) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "celery", "-A", "crawlproject", "worker", "-Q", queues, "-n", f"{name}@%h",
-               "-c", str(concurrency), "-P", "prefork", "-l", "INFO", "--without-mingle", "--without-gossip"]
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(cmd, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "crawlproject",
+            "worker",
+            "-Q",
+            queues,
+            "-n",
+            f"{name}@%h",
+            "-c",
+            str(concurrency),
+            "-P",
+            "prefork",
+            "-l",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+        ]
+        log = open(self.log_dir / f"{name}.log", "ab")
+        proc = subprocess.Popen(
+            cmd,
+            cwd=BASE_DIR,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.procs[name] = proc
         return proc
 
@@ -69,14 +95,10 @@ class Workers:
         for name in list(self.procs):
             proc = self.procs[name]
             proc.terminate()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(20)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.procs.pop(name).wait()
 
 
@@ -88,8 +110,9 @@ def workers(worker_env, broker, tmp_path):
 
 
 def run_manage(args: list[str], env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def last_json_line(stdout: str) -> dict:

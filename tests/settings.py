@@ -13,4 +13,4 @@ os.environ.setdefault("CRAWL_CONNECT_TIMEOUT", "3")
 os.environ.setdefault("CRAWL_READ_TIMEOUT", "3")
 os.environ.setdefault("CRAWL_TOTAL_TIMEOUT", "8")
 
-from crawlproject.settings import *  # noqa: E402,F403
+from crawlproject.settings import *  # noqa: F403

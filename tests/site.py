@@ -118,7 +118,7 @@ class SiteServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self):  # noqa: N802 - http.server's naming
+            def do_GET(self):
                 with server._lock:
                     server.log.append((time.time(), self.path))
                 if server.delay:

@@ -26,7 +26,9 @@ def crawl_args(url: str, project: str) -> list[str]:
     return ["crawl", f"{url}/", "--allow-private", "--json", "--workers", "0", "--project", project, "--timeout", "240"]
 
 
-def test_it_runs_each_stage_on_its_own_queue_with_the_embedded_results(site, site_server, workers, worker_env, tmp_path):
+def test_it_runs_each_stage_on_its_own_queue_with_the_embedded_results(
+    site, site_server, workers, worker_env, tmp_path
+):
     start_stage_workers(workers)
     done = run_manage(crawl_args(site_server.url, "dist"), worker_env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -36,7 +38,9 @@ def test_it_runs_each_stage_on_its_own_queue_with_the_embedded_results(site, sit
 
     pages = Page.objects.filter(project__slug="dist")
     assert set(pages.exclude(fetched_by="").values_list("fetched_by", flat=True)) == {f"fetch@{os.uname().nodename}"}
-    assert {w.split("@")[0] for w in pages.exclude(extracted_by="").values_list("extracted_by", flat=True)} == {"extract"}
+    assert {w.split("@")[0] for w in pages.exclude(extracted_by="").values_list("extracted_by", flat=True)} == {
+        "extract"
+    }
     assets = MediaAsset.objects.filter(project__slug="dist")
     assert assets.count() == len(site.media)
     assert {a.split("@")[0] for a in assets.values_list("downloaded_by", flat=True)} == {"download"}
@@ -54,8 +58,14 @@ def test_it_completes_without_loss_after_a_fetch_worker_is_killed(site, workers,
 
     with SiteServer(site, delay=0.1) as server:
         start_stage_workers(workers)
-        crawl = subprocess.Popen([sys.executable, "manage.py", *crawl_args(server.url, "kill")], cwd=BASE_DIR,
-                                 env=worker_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        crawl = subprocess.Popen(
+            [sys.executable, "manage.py", *crawl_args(server.url, "kill")],
+            cwd=BASE_DIR,
+            env=worker_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _wait_for(lambda: Page.objects.filter(project__slug="kill", state="done").count() >= 40, crawl)
         workers.kill("fetch")  # SIGKILL the whole worker: main process and pool children
         in_flight = Page.objects.filter(project__slug="kill", state="leased").count()
@@ -91,13 +101,20 @@ def test_it_recovers_a_dead_workers_lease_through_beat_alone(site, site_server, 
     project = project_get_or_create(name="beat", allow_private=True, max_depth=1)
     seeds_add(project=project, urls=[f"{site_server.url}/"])  # rows only: the message is "lost"
     Page.objects.filter(project=project).update(
-        state="leased", attempts=1, lease_expires_at=timezone.now() - timedelta(seconds=1),
+        state="leased",
+        attempts=1,
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
         enqueued_at=timezone.now() - timedelta(hours=1),
     )
     start_stage_workers(workers)
     beat_env = worker_env | {"CRAWL_REAP_INTERVAL_SECONDS": "1"}
-    beat = subprocess.Popen([sys.executable, "-m", "celery", "-A", "crawlproject", "beat", "-l", "INFO"],
-                            cwd=BASE_DIR, env=beat_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "crawlproject", "beat", "-l", "INFO"],
+        cwd=BASE_DIR,
+        env=beat_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 90
         while not Page.objects.filter(project=project, state="done").count() >= 9:

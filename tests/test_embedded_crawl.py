@@ -22,8 +22,18 @@ def embedded_env(tmp_path):
 
 def test_it_crawls_every_reachable_page_once_with_make_crawl(site, site_server, embedded_env, tmp_path):
     done = subprocess.run(
-        ["make", "--no-print-directory", "crawl", f"URL={site_server.url}/", "ARGS=--allow-private --json --project e2e"],
-        cwd=BASE_DIR, env=embedded_env, capture_output=True, text=True, timeout=300,
+        [
+            "make",
+            "--no-print-directory",
+            "crawl",
+            f"URL={site_server.url}/",
+            "ARGS=--allow-private --json --project e2e",
+        ],
+        cwd=BASE_DIR,
+        env=embedded_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = last_json_line(done.stdout)
@@ -52,8 +62,18 @@ def _assert_assets_stored(site, env, media_root):
 def test_it_records_bad_seeds_as_failed_rows_and_still_completes(site_server, embedded_env):
     assert run_manage(["migrate", "-v0"], embedded_env).returncode == 0
     done = run_manage(
-        ["crawl", "http//not a url", "ftp://example.com/x", f"{site_server.url}/missing/x.html",
-         "http://10.255.255.1/", "--project", "bad", "--json", "--timeout", "120"],
+        [
+            "crawl",
+            "http//not a url",
+            "ftp://example.com/x",
+            f"{site_server.url}/missing/x.html",
+            "http://10.255.255.1/",
+            "--project",
+            "bad",
+            "--json",
+            "--timeout",
+            "120",
+        ],
         embedded_env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -62,8 +82,19 @@ def test_it_records_bad_seeds_as_failed_rows_and_still_completes(site_server, em
     assert summary["errors"] == {"invalid_url": 1, "blocked_scheme": 1, "blocked_address": 2}
 
     done = run_manage(
-        ["crawl", f"{site_server.url}/error500", f"{site_server.url}/data.bin", "http://127.0.0.1:1/",
-         f"{site_server.url}/missing/y.html", "--allow-private", "--project", "bad2", "--json", "--timeout", "120"],
+        [
+            "crawl",
+            f"{site_server.url}/error500",
+            f"{site_server.url}/data.bin",
+            "http://127.0.0.1:1/",
+            f"{site_server.url}/missing/y.html",
+            "--allow-private",
+            "--project",
+            "bad2",
+            "--json",
+            "--timeout",
+            "120",
+        ],
         embedded_env,
     )
     assert done.returncode == 0, done.stdout + done.stderr

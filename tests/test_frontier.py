@@ -48,7 +48,8 @@ def test_it_keeps_out_of_scope_urls_out_of_the_frontier(project):
 
     forget_scope(project.id)
     new = pages_discover(
-        project=project, depth=2,
+        project=project,
+        depth=2,
         urls=["http://other.test/a", "http://sub.site.test/a", "http://site.test/private/x", "mailto:a@b.c"],
     )
     assert [p.url for p in Page.objects.filter(id__in=new)] == ["http://sub.site.test/a"]

@@ -55,8 +55,13 @@ def _fetch_project_pages(pages: list[Page], token, worker: str) -> list[int]:
     allowed, refused = _split_by_robots(pages, project, agent, private)
     client = runner.client(allow_private=private)
     responses = runner.run(
-        fetch_many(client, [p.url for p in allowed], headers={"User-Agent": agent},
-                   limits=fetch_limits(), concurrency=project.concurrency)
+        fetch_many(
+            client,
+            [p.url for p in allowed],
+            headers={"User-Agent": agent},
+            limits=fetch_limits(),
+            concurrency=project.concurrency,
+        )
     )
     with transaction.atomic():
         for page, (code, message) in refused:
@@ -88,8 +93,9 @@ def _record_responses(pages: list[Page], responses: list[FetchResponse], token, 
         if page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, **changes):
             if changes["state"] == Page.State.FETCHED:
                 fetched.append(page.id)
-                contents.append(PageContent(page_id=page.id, headers=response.headers,
-                                            body=zlib.compress(response.body, 3)))
+                contents.append(
+                    PageContent(page_id=page.id, headers=response.headers, body=zlib.compress(response.body, 3))
+                )
         else:
             log.warning("lease lost before writing page %s; result dropped", page.id)
     PageContent.objects.bulk_create(
@@ -107,8 +113,12 @@ def _outcome(page: Page, response: FetchResponse) -> dict:
         base["final_url"] = response.location or page.url
     code, message = _error_of(response)
     if not code:
-        return base | {"state": Page.State.FETCHED, "enqueued_at": now, "content_length": len(response.body),
-                       "content_sha256": _sha256(response.body)}
+        return base | {
+            "state": Page.State.FETCHED,
+            "enqueued_at": now,
+            "content_length": len(response.body),
+            "content_sha256": _sha256(response.body),
+        }
     return base | _failure(page, code, message)
 
 

@@ -71,8 +71,14 @@ def _new_page(project, canonical, key, depth, parent_id, redirect_hops, **extra)
     now = timezone.now()
     fields = {"next_fetch_at": now, "enqueued_at": now} | extra
     return Page(
-        project=project, url=canonical, url_key=key, host=host_of(canonical), depth=depth,
-        discovered_from_id=parent_id, redirect_hops=redirect_hops, **fields,
+        project=project,
+        url=canonical,
+        url_key=key,
+        host=host_of(canonical),
+        depth=depth,
+        discovered_from_id=parent_id,
+        redirect_hops=redirect_hops,
+        **fields,
     )
 
 
@@ -101,8 +107,17 @@ def seeds_enqueue(project: Project) -> list[int]:
 
 def _failed_seed(project, raw_url, exc: InvalidURL) -> Page:
     return _new_page(
-        project, raw_url, url_key(raw_url), 0, None, 0, is_seed=True,
-        state=Page.State.FAILED, error_code=exc.code, error_message=str(exc), enqueued_at=None,
+        project,
+        raw_url,
+        url_key(raw_url),
+        0,
+        None,
+        0,
+        is_seed=True,
+        state=Page.State.FAILED,
+        error_code=exc.code,
+        error_message=str(exc),
+        enqueued_at=None,
     )
 
 

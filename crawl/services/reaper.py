@@ -48,7 +48,10 @@ def _expire_leases(pages) -> tuple[int, int]:
     """Expired fetch leases go back to the queue, or fail once attempts are used up."""
     expired = pages.filter(state=Page.State.LEASED, lease_expires_at__lt=timezone.now())
     failed = expired.filter(attempts__gte=settings.CRAWL_MAX_ATTEMPTS).update(
-        state=Page.State.FAILED, lease_token=None, lease_expires_at=None, error_code="lease_expired",
+        state=Page.State.FAILED,
+        lease_token=None,
+        lease_expires_at=None,
+        error_code="lease_expired",
         error_message="the worker holding this page stopped before finishing it, too many times",
     )
     requeued = expired.update(state=Page.State.QUEUED, lease_token=None, lease_expires_at=None, enqueued_at=None)

@@ -10,10 +10,10 @@ import time
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
-from django.core.management.base import BaseCommand, CommandError
 
 from crawl import pipeline
 from crawl.models import Page
@@ -36,15 +36,21 @@ class Command(BaseCommand):
         parser.add_argument("--max-pages", type=int, help="stop discovering after N URLs")
         parser.add_argument("--allow-private", action="store_true", help="allow loopback and private addresses")
         parser.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
-        parser.add_argument("--workers", type=int, default=None,
-                            help="worker processes to start (default: 2 with the embedded broker, 0 otherwise)")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=None,
+            help="worker processes to start (default: 2 with the embedded broker, 0 otherwise)",
+        )
         parser.add_argument("--timeout", type=float, default=0, help="give up after N seconds (0: never)")
 
     def handle(self, *args, **opts):
         started = time.monotonic()
         name = opts["project"] or urlsplit(opts["urls"][0]).hostname or "default"
         project = project_get_or_create(
-            name=name, max_depth=opts["max_depth"], max_pages=opts["max_pages"],
+            name=name,
+            max_depth=opts["max_depth"],
+            max_pages=opts["max_pages"],
             allow_private=True if opts["allow_private"] else None,
         )
         new_ids = seeds_add(project=project, urls=opts["urls"])
@@ -144,6 +150,8 @@ def _progress_table(progress: dict, elapsed: float) -> Table:
     table.add_column("assets done/pending", justify="right")
     pages, assets = progress["pages"], progress["assets"]
     pending_assets = assets.get("queued", 0) + assets.get("leased", 0)
-    table.add_row(*(str(pages.get(s, 0)) for s in ("queued", "leased", "fetched", "extracted", "done", "failed")),
-                  f"{assets.get('done', 0)}/{pending_assets}")
+    table.add_row(
+        *(str(pages.get(s, 0)) for s in ("queued", "leased", "fetched", "extracted", "done", "failed")),
+        f"{assets.get('done', 0)}/{pending_assets}",
+    )
     return table

@@ -1,0 +1,347 @@
+"""scrape.extractors: title, text, links and media refs from saved HTML. Pure: no database, no network."""
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scrape.extractors import Extraction, absolute_http_url, extract_html, looks_like_html, media_kind_of
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PAGE_URL = "https://news.example.com/local/2024/park.html"
+
+
+def extract_fixture(name: str, *, charset: str | None = None, base_url: str = PAGE_URL) -> Extraction:
+    return extract_html((FIXTURES / name).read_bytes(), base_url, charset=charset)
+
+
+@pytest.fixture(scope="module")
+def article() -> Extraction:
+    return extract_fixture("article.html")
+
+
+def urls_of(extraction: Extraction) -> list[str]:
+    return [link.url for link in extraction.links]
+
+
+def media_of(extraction: Extraction) -> dict[str, str]:
+    return {ref.url: ref.kind for ref in extraction.media}
+
+
+def test_it_reads_title_description_and_lang_with_whitespace_collapsed(article):
+    assert article.title == "City council approves new riverside park"
+    assert article.description == "The council voted 7-2 on Tuesday to turn the old freight yard into a public park."
+    assert article.lang == "en-GB"
+
+
+def test_it_keeps_visible_text_and_drops_script_style_noscript_and_template(article):
+    assert "Work starts in spring." in article.text
+    assert "The council voted 7\u20132 on Tuesday" in article.text
+    assert "\u00a9 2024 Example News" in article.text
+    assert "LEAK" not in article.text
+    assert "dataLayer" not in article.text
+    assert "  " not in article.text
+
+
+def test_it_resolves_links_against_the_page_and_drops_fragments_and_duplicates(article):
+    assert urls_of(article) == [
+        "https://news.example.com/",
+        "https://news.example.com/local/",
+        "https://news.example.com/sport/",
+        "https://news.example.com/authors/jane-doe",
+        "https://news.example.com/docs/park-plan.pdf",
+        "https://media.example.net/raw/meeting.MP4",
+        "https://ads.example.org/click?id=42",
+        "https://news.example.com/local/2024/park-history.html",
+        "https://cdn.example.com/story?id=7",
+        "https://news.example.com/map/north",
+    ]
+
+
+def test_it_keeps_the_text_of_the_first_occurrence_of_a_link(article):
+    texts = {link.url: link.text for link in article.links}
+    assert texts["https://news.example.com/local/"] == "Local"
+    assert texts["https://news.example.com/local/2024/park-history.html"] == "History of the yard"
+
+
+def test_it_skips_mailto_tel_javascript_ftp_and_empty_hrefs(article):
+    schemes = {urlsplit(url).scheme for url in urls_of(article)}
+    assert schemes == {"https"}
+    assert not any("mailto" in url or "javascript" in url or "files.example.com" in url for url in urls_of(article))
+
+
+def test_it_marks_nofollow_links(article):
+    nofollow = [link.url for link in article.links if link.nofollow]
+    assert nofollow == ["https://ads.example.org/click?id=42"]
+
+
+def test_it_finds_images_from_src_srcset_picture_and_poster(article):
+    media = media_of(article)
+    for url in [
+        "https://news.example.com/img/park-800.jpg",
+        "https://news.example.com/img/park-800.avif",
+        "https://news.example.com/img/park-1600.avif",
+        "https://news.example.com/img/video-poster.png",
+    ]:
+        assert media[url] == "image"
+
+
+def test_it_keeps_commas_inside_srcset_urls(article):
+    media = media_of(article)
+    assert media["https://res.cloudinary.com/demo/image/upload/w_800,h_450,c_fill/park.jpg"] == "image"
+    assert media["https://res.cloudinary.com/demo/image/upload/w_1600,h_900,c_fill/park.jpg"] == "image"
+
+
+def test_it_finds_every_source_of_a_video_and_an_audio_element(article):
+    media = media_of(article)
+    assert media["https://news.example.com/video/council-vote.webm"] == "video"
+    assert media["https://news.example.com/video/council-vote.mp4"] == "video"
+    assert media["https://news.example.com/audio/interview.mp3"] == "audio"
+    assert media["https://news.example.com/audio/interview.ogg"] == "audio"
+
+
+def test_it_treats_links_to_media_files_as_media_but_not_pdfs(article):
+    media = media_of(article)
+    assert media["https://media.example.net/raw/meeting.MP4"] == "video"
+    assert "https://news.example.com/docs/park-plan.pdf" not in media
+    assert "https://news.example.com/docs/park-plan.pdf" in urls_of(article)
+
+
+def test_it_lists_each_media_url_once(article):
+    urls = [ref.url for ref in article.media]
+    assert len(urls) == len(set(urls)) == 11
+
+
+def test_it_takes_a_plain_src_as_one_url_even_with_commas_or_spaces():
+    body = (
+        b'<img src="https://res.cloudinary.com/demo/image/upload/w_300,h_200/a.jpg">'
+        b'<img src="/img/my photo.jpg"><img srcset="/b.jpg, /c.jpg 2x">'
+    )
+    assert media_of(extract_html(body, "http://example.com/")) == {
+        "https://res.cloudinary.com/demo/image/upload/w_300,h_200/a.jpg": "image",
+        "http://example.com/img/my photo.jpg": "image",
+        "http://example.com/b.jpg": "image",
+        "http://example.com/c.jpg": "image",
+    }
+
+
+def test_it_resolves_relative_urls_against_base_href():
+    extraction = extract_fixture("base_href.html", base_url="http://site.example/gallery/index.html")
+    assert urls_of(extraction) == [
+        "https://cdn.example.org/assets/v2/photos/one.html",
+        "https://cdn.example.org/root.html",
+        "https://other.example.com/x",
+    ]
+    assert media_of(extraction) == {
+        "https://cdn.example.org/assets/v2/thumbs/one.png": "image",
+        "https://cdn.example.org/assets/v2/thumbs/one@2x.png": "image",
+        "https://cdn.example.org/assets/v2/thumbs/one@3x.png": "image",
+    }
+
+
+def test_it_ignores_a_non_http_base_href():
+    body = b'<html><head><base href="javascript:alert(1)"></head><body><a href="a.html">a</a></body></html>'
+    assert urls_of(extract_html(body, "http://example.com/dir/page.html")) == ["http://example.com/dir/a.html"]
+
+
+@pytest.mark.parametrize("charset", [None, "windows-1252", "cp1252", "windows_1252"])
+def test_it_decodes_a_windows_1252_page(charset):
+    extraction = extract_fixture("windows1252.html", charset=charset)
+    assert extraction.title == "Caf\u00e9 \u201cLe Z\u00e8bre\u201d \u2013 menu \u00e0 12\u20ac"
+    assert "Cr\u00e8me br\u00fbl\u00e9e, na\u00efvet\u00e9" in extraction.text
+    assert extraction.lang == "fr"
+    assert urls_of(extraction) == ["https://news.example.com/menu/caf\u00e9.html"]
+
+
+@pytest.mark.parametrize("charset", [None, "shift_jis", "Shift_JIS"])
+def test_it_decodes_a_shift_jis_page_declared_by_meta(charset):
+    extraction = extract_fixture("shift_jis.html", charset=charset)
+    assert extraction.title == "\u65e5\u672c\u8a9e\u306e\u30da\u30fc\u30b8"
+    assert extraction.description == "\u30c6\u30b9\u30c8\u7528\u306e\u8aac\u660e"
+    assert "\u672c\u6587\u3067\u3059\u3002" in extraction.text
+    assert urls_of(extraction) == ["https://news.example.com/\u30da\u30fc\u30b8.html"]
+
+
+@pytest.mark.parametrize("charset", ["shift_jis", "sjis", "shift_jisx0213", "cp932"])
+def test_it_decodes_an_undeclared_page_with_the_charset_argument(charset):
+    extraction = extract_fixture("shift_jis_undeclared.html", charset=charset)
+    assert extraction.title == "\u65e5\u672c\u8a9e\u306e\u30da\u30fc\u30b8"
+    assert extraction.text == "\u672c\u6587\u3067\u3059\u3002"
+
+
+def test_it_prefers_the_charset_argument_to_a_wrong_meta_declaration():
+    body = '<meta charset="shift_jis"><title>\u65e5\u672c\u8a9e caf\u00e9</title>'.encode()
+    assert extract_html(body, PAGE_URL, charset="utf-8").title == "\u65e5\u672c\u8a9e caf\u00e9"
+
+
+@pytest.mark.parametrize(
+    "charset", ["no-such-charset", "rot13", "idna", "utf_8", "latin_1", "euc_jp", "koi8_r", "cp437", "x-user-defined"]
+)
+def test_it_never_fails_on_an_odd_charset_argument(charset):
+    extraction = extract_html(b"<title>Plain title</title><a href='/a'>a</a>", PAGE_URL, charset=charset)
+    assert extraction.title == "Plain title"
+    assert urls_of(extraction) == ["https://news.example.com/a"]
+
+
+@pytest.mark.parametrize(
+    ("body", "charset"),
+    [
+        (b"\xef\xbb\xbf<title>caf\xc3\xa9</title>", "windows-1252"),
+        (b"\xff\xfe" + "<title>caf\u00e9</title>".encode("utf-16-le"), "utf-8"),
+        (b"\xfe\xff" + "<title>caf\u00e9</title>".encode("utf-16-be"), None),
+    ],
+)
+def test_it_lets_a_byte_order_mark_win_over_the_charset_argument(body, charset):
+    assert extract_html(body, PAGE_URL, charset=charset).title == "caf\u00e9"
+
+
+def test_it_survives_malformed_html():
+    extraction = extract_fixture("malformed.html")
+    assert extraction.title == "Unclosed & broken"
+    assert extraction.description == "Unquoted"
+    assert urls_of(extraction) == [
+        "https://news.example.com/unquoted.html",
+        "https://news.example.com/single.html",
+        "https://news.example.com/nested.html",
+        "https://news.example.com/cell.html",
+        "https://news.example.com/spaced.html",
+        "https://news.example.com/after-end.html",
+    ]
+    assert media_of(extraction) == {"https://news.example.com/img/a.gif": "image"}
+    assert "in-script" not in extraction.text
+
+
+@pytest.mark.parametrize("body", [b"", b"   \n\t ", b"<!-- only a comment -->"])
+def test_it_returns_an_empty_extraction_for_an_empty_page(body):
+    assert extract_html(body, PAGE_URL) == Extraction()
+
+
+def test_it_stops_at_max_links_in_document_order():
+    anchors = "".join(f'<a href="/p/{i}">page {i}</a>' for i in range(100_000))
+    extraction = extract_html(f"<html><body>{anchors}</body></html>".encode(), "http://example.com/", max_links=5000)
+    assert len(extraction.links) == 5000
+    assert extraction.links[0].url == "http://example.com/p/0"
+    assert extraction.links[-1].url == "http://example.com/p/4999"
+
+
+def test_it_counts_distinct_links_towards_max_links():
+    body = b'<a href="/a">a</a><a href="/a#x">a</a><a href="/b">b</a><a href="/c">c</a>'
+    assert urls_of(extract_html(body, "http://example.com/", max_links=2)) == [
+        "http://example.com/a",
+        "http://example.com/b",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("/a?b=1#frag", "http://example.com/a?b=1"),
+        ("//cdn.example.org/x", "http://cdn.example.org/x"),
+        ("HTTPS://Example.com/Y", "HTTPS://Example.com/Y"),  # canonicalize lowercases it later
+        ("  spaced.html ", "http://example.com/dir/spaced.html"),
+        ("#only-fragment", None),
+        ("", None),
+        ("mailto:x@example.com", None),
+        ("data:image/png;base64,AAAA", None),
+        ("https:///no-host", None),
+        ("http://[::1/bad", None),
+    ],
+)
+def test_it_resolves_hrefs_to_absolute_http_urls_or_none(href, expected):
+    assert absolute_http_url("http://example.com/dir/page.html", href) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("http://e.com/a.JPG?w=1", "image"),
+        ("http://e.com/v/clip.m3u8", "video"),
+        ("http://e.com/a.opus", "audio"),
+        ("http://e.com/report.pdf", None),
+        ("http://e.com/jpg", None),
+    ],
+)
+def test_it_tells_media_kinds_by_path_extension(url, kind):
+    assert media_kind_of(url) == kind
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "expected"),
+    [
+        ("text/html", b"", True),
+        ("application/xhtml+xml", b"", True),
+        ("application/pdf", b"<html>", False),
+        ("", b"  <!DOCTYPE html><html>", True),
+        ("", b"<html lang=en>", True),
+        ("", b"%PDF-1.7", False),
+    ],
+)
+def test_it_tells_html_from_content_type_or_sniffing(content_type, body, expected):
+    assert looks_like_html(content_type, body) is expected
+
+
+_markup = st.sampled_from(
+    [
+        b"<a href='",
+        b"<a href=",
+        b"'>",
+        b"</a>",
+        b"<img src='",
+        b"<img srcset='",
+        b"<base href='",
+        b"<video src='",
+        b"<picture><source srcset='",
+        b"<audio><source src='",
+        b"http://",
+        b"https://h.example/",
+        b"//x",
+        b"#",
+        b"?",
+        b"javascript:",
+        b"mailto:",
+        b"\\",
+        b"[",
+        b"]",
+        b":",
+        b",",
+        b" ",
+        b" 2x, ",
+        b"a.mp4",
+        b"b.jpg",
+        b"..",
+        b"%",
+        b"<meta charset='",
+        b"shift_jis",
+        b"utf-16",
+        b"<html>",
+        b"<!--",
+        b"<title>",
+        b"<script>",
+        b"\x00",
+        b"\xff\xfe",
+        b"\xef\xbb\xbf",
+        b"<?xml version='1.0' encoding='utf-8'?>",
+        b"\xe9",
+        b"\x82\xa0",
+        b"\n",
+    ]
+)
+_bodies = st.one_of(
+    st.binary(max_size=400), st.lists(st.one_of(_markup, st.binary(max_size=4)), max_size=40).map(b"".join)
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _bodies,
+    st.sampled_from([None, "utf-8", "utf_8", "shift_jis", "windows-1252", "latin_1", "utf-16", "no-such-charset"]),
+)
+def test_it_never_raises_and_returns_only_absolute_http_urls_without_fragments(body, charset):
+    extraction = extract_html(body, "http://base.example/dir/page.html", charset=charset)
+    for url in [link.url for link in extraction.links] + [ref.url for ref in extraction.media]:
+        parts = urlsplit(url)
+        assert parts.scheme in ("http", "https")
+        assert parts.hostname
+        assert "#" not in url

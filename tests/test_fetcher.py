@@ -1,0 +1,419 @@
+"""crawl.netguard, crawl.fetcher and media.downloader against real TCP servers on 127.0.0.1.
+
+Each server is a plain socket in a thread that writes raw HTTP/1.1 bytes, so a test can send what
+no well-behaved server would: lying Content-Length, gzip bombs, silence, a trickle.
+"""
+
+import asyncio
+import hashlib
+import os
+import socket
+import threading
+import time
+import zlib
+
+import pytest
+
+from crawl.fetcher import FetchLimits, FetchResponse, fetch, is_transient, make_client
+from crawl.netguard import address_is_public
+from media.downloader import Download, download
+
+HEADERS = {"User-Agent": "crawlhub-tests/1.0"}
+QUICK = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=5, max_bytes=1024 * 1024)
+MB = 1024 * 1024
+
+
+class LoopbackServer:
+    """Accepts on 127.0.0.1 and hands each connection to `reply(conn, server)` in its own thread."""
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.port = self.listener.getsockname()[1]
+        self.accepted = 0
+        self.requests: list[bytes] = []
+        self.stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def __enter__(self) -> "LoopbackServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stopping.set()
+        self._thread.join(5)
+        self.listener.close()
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            try:
+                self.requests.append(read_request_head(conn))
+                self.reply(conn, self)
+            except OSError:
+                pass  # the client hung up first: cap reached, timeout, or it read all it wanted
+
+
+def read_request_head(conn: socket.socket) -> bytes:
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    return head
+
+
+def response_head(status: str, headers: dict) -> bytes:
+    lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers.items()), "", ""]
+    return "\r\n".join(lines).encode()
+
+
+def answer(status: str = "200 OK", body: bytes = b"", **headers):
+    """A reply sending one complete response with an honest Content-Length, then closing."""
+    headers = {"Content-Type": "text/html", "Content-Length": str(len(body)), "Connection": "close", **headers}
+
+    def reply(conn, server):
+        conn.sendall(response_head(status, {k.replace("_", "-"): v for k, v in headers.items()}) + body)
+
+    return reply
+
+
+def run_fetch(url: str, *, allow_private: bool = True, limits: FetchLimits = QUICK) -> FetchResponse:
+    async def go():
+        async with make_client(allow_private=allow_private) as client:
+            return await fetch(client, url, headers=HEADERS, limits=limits)
+
+    return asyncio.run(go())
+
+
+def run_download(url: str, tmp_dir, *, allow_private: bool = True, limits: FetchLimits = QUICK) -> Download:
+    async def go():
+        async with make_client(allow_private=allow_private) as client:
+            return await download(client, url, headers=HEADERS, limits=limits, tmp_dir=str(tmp_dir))
+
+    return asyncio.run(go())
+
+
+def drain_accepts(listener: socket.socket) -> int:
+    """Accept whatever connections wait in the backlog of a listener nobody serves; return how many."""
+    listener.setblocking(False)
+    count = 0
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return count
+        conn.close()
+        count += 1
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def gzip_bomb() -> bytes:
+    """50 MB of zeros, gzipped to about 50 KB."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(MB)
+    return b"".join(packer.compress(zeros) for _ in range(50)) + packer.flush()
+
+
+# --- netguard -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "127.1.2.3",
+        "10.0.0.1",
+        "10.255.255.255",
+        "172.16.0.1",
+        "172.31.255.254",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "255.255.255.255",
+        "224.0.0.251",
+        "::1",
+        "::",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+        "fc00::1",
+        "fd12:3456::1",
+        "fe80::1",
+        "fe80::1%eth0",
+        "ff02::1",
+        "2001:db8::1",
+    ],
+)
+def test_it_refuses_non_public_addresses(address):
+    assert address_is_public(address) is False
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2001:4860:4860::8888", "::ffff:8.8.8.8"])
+def test_it_accepts_public_addresses(address):
+    assert address_is_public(address) is True
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_it_blocks_a_loopback_server_without_ever_connecting(host):
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        result = run_fetch(f"http://{host}:{port}/", allow_private=False)
+        assert result.error_code == "blocked_address"
+        assert result.status_code is None
+        assert drain_accepts(listener) == 0
+        socket.create_connection(("127.0.0.1", port)).close()  # the count would have seen a connection
+        assert drain_accepts(listener) == 1
+
+
+def test_it_fetches_a_loopback_server_when_private_addresses_are_allowed():
+    page = b"<html><title>hello</title></html>"
+    with LoopbackServer(answer(body=page, Content_Type="text/html; charset=utf-8", X_Trace="abc")) as server:
+        result = run_fetch(server.url("/page?x=1"))
+    assert (result.status_code, result.error_code, result.body) == (200, "", page)
+    assert result.content_type == "text/html"
+    assert result.headers["x-trace"] == "abc"
+    assert server.accepted == 1
+    assert server.requests[0].startswith(b"GET /page?x=1 HTTP/1.1\r\n")
+    assert b"User-Agent: crawlhub-tests/1.0" in server.requests[0]
+
+
+# --- fetcher: body cap ------------------------------------------------------------------------------
+
+
+def test_it_refuses_a_body_whose_content_length_exceeds_the_cap():
+    with LoopbackServer(answer(body=bytes(2 * MB))) as server:
+        result = run_fetch(server.url())
+    assert result.error_code == "body_too_large"
+    assert result.body == b""
+
+
+def test_it_caps_a_body_without_content_length():
+    def close_delimited(conn, server):
+        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Connection": "close"}))
+        for _ in range(3):
+            conn.sendall(bytes(MB))
+
+    with LoopbackServer(close_delimited) as server:
+        result = run_fetch(server.url())
+    assert result.error_code == "body_too_large"
+
+
+def test_it_caps_a_chunked_body():
+    def chunked(conn, server):
+        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Transfer-Encoding": "chunked"}))
+        for _ in range(40):
+            conn.sendall(b"10000\r\n" + bytes(0x10000) + b"\r\n")
+        conn.sendall(b"0\r\n\r\n")
+
+    with LoopbackServer(chunked) as server:
+        result = run_fetch(server.url())
+    assert result.error_code == "body_too_large"
+
+
+def test_it_does_not_trust_a_small_content_length_with_a_huge_body():
+    def lying(conn, server):
+        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Content-Length": "100"}))
+        for _ in range(5):
+            conn.sendall(bytes(MB))
+
+    with LoopbackServer(lying) as server:
+        result = run_fetch(server.url())
+    # framing stops at the declared 100 bytes: the rest is never read into the body
+    assert (result.status_code, result.error_code, len(result.body)) == (200, "", 100)
+
+
+def test_it_caps_a_gzip_bomb_by_its_decoded_size_and_quickly(gzip_bomb):
+    with LoopbackServer(answer(body=gzip_bomb, Content_Encoding="gzip")) as server:
+        started = time.monotonic()
+        result = run_fetch(server.url())
+    assert len(gzip_bomb) < QUICK.max_bytes  # the declared size alone would have let it through
+    assert result.error_code == "body_too_large"
+    assert time.monotonic() - started < 5
+
+
+def test_it_decodes_a_gzip_body_under_the_cap():
+    page = b"<html>" + b"<p>hello</p>" * 1000 + b"</html>"
+    with LoopbackServer(answer(body=zlib.compress(page, wbits=31), Content_Encoding="gzip")) as server:
+        result = run_fetch(server.url())
+    assert (result.error_code, result.body) == ("", page)
+
+
+# --- fetcher: timeouts and network errors -----------------------------------------------------------
+
+
+def test_it_gives_up_on_a_server_that_never_answers_with_read_timeout():
+    def silent(conn, server):
+        server.stopping.wait(10)
+
+    limits = FetchLimits(connect_timeout=1, read_timeout=1, total_timeout=5, max_bytes=MB)
+    with LoopbackServer(silent) as server:
+        result = run_fetch(server.url(), limits=limits)
+    assert result.error_code == "read_timeout"
+    assert result.elapsed < 4
+    assert is_transient(result.error_code)
+
+
+def test_it_gives_up_on_a_trickling_server_with_total_timeout():
+    def trickle(conn, server):
+        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Transfer-Encoding": "chunked"}))
+        while not server.stopping.wait(0.2):
+            conn.sendall(b"1\r\nx\r\n")
+
+    limits = FetchLimits(connect_timeout=1, read_timeout=1, total_timeout=1.5, max_bytes=MB)
+    with LoopbackServer(trickle) as server:
+        result = run_fetch(server.url(), limits=limits)
+    assert result.error_code == "total_timeout"
+    assert result.elapsed < 4
+    assert is_transient(result.error_code)
+
+
+def test_it_reports_a_refused_connection_as_connect_error():
+    result = run_fetch(f"http://127.0.0.1:{unused_port()}/")
+    assert result.error_code == "connect_error"
+    assert is_transient(result.error_code)
+
+
+@pytest.mark.parametrize("allow_private", [True, False])
+def test_it_reports_an_unresolvable_host_as_dns_error(allow_private):
+    result = run_fetch("http://no-such-host.invalid/", allow_private=allow_private)
+    assert result.error_code == "dns_error"
+
+
+def test_it_reports_a_garbage_answer_as_protocol_error():
+    with LoopbackServer(lambda conn, server: conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")) as server:
+        result = run_fetch(server.url())
+    assert result.error_code == "protocol_error"
+
+
+# --- fetcher: answers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("/next/page.html?x=1", "{origin}/next/page.html?x=1"),
+        ("sibling.html", "{origin}/dir/sibling.html"),
+        ("https://elsewhere.example/x", "https://elsewhere.example/x"),
+    ],
+)
+def test_it_reports_a_redirect_without_following_it(location, expected):
+    with LoopbackServer(answer("301 Moved Permanently", Location=location)) as server:
+        result = run_fetch(server.url("/dir/page.html"))
+    origin = f"http://127.0.0.1:{server.port}"
+    assert (result.status_code, result.error_code) == (301, "")
+    assert result.location == expected.format(origin=origin)
+    assert result.is_redirect
+    assert len(server.requests) == 1
+
+
+def test_it_returns_an_error_status_with_its_body_and_no_error_code():
+    with LoopbackServer(answer("503 Service Unavailable", body=b"busy", Retry_After="30")) as server:
+        result = run_fetch(server.url())
+    assert (result.status_code, result.body, result.error_code) == (503, b"busy", "")
+    assert result.headers["retry-after"] == "30"
+
+
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        ("http_429", True),
+        ("http_500", True),
+        ("http_503", True),
+        ("connect_timeout", True),
+        ("protocol_error", True),
+        ("http_404", False),
+        ("http_403", False),
+        ("blocked_address", False),
+        ("body_too_large", False),
+        ("dns_error", False),
+        ("robots_disallowed", False),
+    ],
+)
+def test_it_retries_only_transient_errors(code, transient):
+    assert is_transient(code) is transient
+
+
+# --- media downloader ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tmp_dir(tmp_path):
+    path = tmp_path / "downloads"
+    path.mkdir()
+    return path
+
+
+def test_it_downloads_into_a_temp_file_with_its_sha256(tmp_dir):
+    data = os.urandom(300_000)
+    with LoopbackServer(answer(body=data, Content_Type="image/jpeg; q=1")) as server:
+        result = run_download(server.url("/media/a.jpg"), tmp_dir)
+    assert (result.error_code, result.status_code, result.size, result.mime) == ("", 200, len(data), "image/jpeg")
+    assert result.sha256 == hashlib.sha256(data).hexdigest()
+    assert os.path.dirname(result.path) == str(tmp_dir)
+    with open(result.path, "rb") as f:
+        assert f.read() == data
+
+
+def test_it_follows_redirects_when_downloading(tmp_dir):
+    data = os.urandom(10_000)
+
+    def moved_then_file(conn, server):
+        first = len(server.requests) == 1
+        answer("302 Found", Location="/media/real.mp4")(conn, server) if first else answer(body=data)(conn, server)
+
+    with LoopbackServer(moved_then_file) as server:
+        result = run_download(server.url("/media/old.mp4"), tmp_dir)
+    assert (result.error_code, result.status_code, result.sha256) == ("", 200, hashlib.sha256(data).hexdigest())
+    assert server.requests[1].startswith(b"GET /media/real.mp4 ")
+
+
+def test_it_removes_the_temp_file_when_the_download_exceeds_the_cap(tmp_dir):
+    with LoopbackServer(answer(body=os.urandom(300_000))) as server:
+        result = run_download(server.url("/media/big.jpg"), tmp_dir, limits=FetchLimits(max_bytes=100_000))
+    assert result.error_code == "body_too_large"
+    assert result.path == ""
+    assert os.listdir(tmp_dir) == []
+
+
+def test_it_reports_http_404_and_leaves_no_file(tmp_dir):
+    with LoopbackServer(answer("404 Not Found", body=b"<h1>missing</h1>")) as server:
+        result = run_download(server.url("/media/gone.jpg"), tmp_dir)
+    assert (result.error_code, result.status_code, result.path) == ("http_404", 404, "")
+    assert os.listdir(tmp_dir) == []
+
+
+def test_it_gives_up_on_a_redirect_loop_and_leaves_no_file(tmp_dir):
+    with LoopbackServer(answer("301 Moved Permanently", Location="/media/loop.jpg")) as server:
+        result = run_download(server.url("/media/loop.jpg"), tmp_dir)
+    assert result.error_code == "too_many_redirects"
+    assert os.listdir(tmp_dir) == []
+
+
+def test_it_blocks_a_private_download_without_connecting_and_leaves_no_file(tmp_dir):
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/media/a.jpg"
+        result = run_download(url, tmp_dir, allow_private=False)
+        assert drain_accepts(listener) == 0
+    assert result.error_code == "blocked_address"
+    assert os.listdir(tmp_dir) == []
