@@ -6,7 +6,7 @@ URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install install-dev migrate crawl test lint format worker-fetch worker-extract worker-download beat flower services clean
+.PHONY: help install install-dev migrate crawl test lint format worker-fetch worker-extract worker-download beat flower services system-deps clean
 
 help:
 	@echo "make crawl URL=https://example.com/ [ARGS='--max-pages 100']   crawl on the embedded default (SQLite, no servers)"
@@ -38,7 +38,10 @@ crawl: migrate
 services:
 	@bash scripts/services.sh
 
-test: install-dev services
+system-deps:
+	@bash scripts/system-deps.sh
+
+test: install-dev system-deps services
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install-dev

@@ -1,7 +1,10 @@
 """Export rows of a project as JSON lines or CSV, streamed (no full table in memory)."""
 
 import csv
+import io
 import json
+import tarfile
+import time
 from collections.abc import Iterator
 
 from crawl.models import Page, Project
@@ -32,6 +35,8 @@ ASSET_FIELDS = [
     "size",
     "mime",
     "storage_key",
+    "downloader",
+    "metadata",
     "status_code",
     "error_code",
     "error_message",
@@ -79,3 +84,35 @@ def write_csv(rows, out, fields: list[str]) -> int:
         writer.writerow({k: json.dumps(v, default=str) if isinstance(v, (dict, list)) else v for k, v in row.items()})
         n += 1
     return n
+
+
+TAR_MODES = {"tar": "w", "tar.gz": "w:gz", "tar.bz2": "w:bz2"}
+
+
+def write_tar(project: Project, path: str, fmt: str) -> int:
+    """The project's stored assets, each content once under assets/<sha256>, with manifest.jsonl
+    first: one line per asset row (url, kind, state, sha256, size, mime, pages, path in the archive)."""
+    from media.storage import object_size, open_object
+
+    rows = list(export_rows(project, "assets"))
+    stored = {r["sha256"]: r["storage_key"] for r in rows if r["state"] == "done" and r["storage_key"]}
+    manifest = "".join(json.dumps(_manifest_row(r, stored), default=str) + "\n" for r in rows).encode()
+    with tarfile.open(path, TAR_MODES[fmt]) as archive:
+        _add_bytes(archive, "manifest.jsonl", manifest)
+        for sha256, key in sorted(stored.items()):
+            with open_object(key) as handle:
+                info = tarfile.TarInfo(f"assets/{sha256}")
+                info.size, info.mtime = object_size(key), int(time.time())
+                archive.addfile(info, handle)
+    return len(rows)
+
+
+def _manifest_row(row: dict, stored: dict) -> dict:
+    keep = ("url", "kind", "state", "sha256", "size", "mime", "error_code", "pages")
+    return {k: row[k] for k in keep} | {"path": f"assets/{row['sha256']}" if row["sha256"] in stored else None}
+
+
+def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime = len(data), int(time.time())
+    archive.addfile(info, io.BytesIO(data))

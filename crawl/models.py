@@ -49,6 +49,33 @@ class Project(models.Model):
     download_media = models.BooleanField(
         default=True, help_text="Download images, video and audio referenced by pages."
     )
+    media_kinds = models.CharField(
+        max_length=100,
+        default="image,video,audio",
+        help_text="Kinds of media to download, comma-separated: image, video, audio, file.",
+    )
+    media_extensions = models.TextField(
+        blank=True, default="", help_text="Only these file extensions (e.g. .jpg, .mp4), one per line. Empty: any."
+    )
+    media_mime_types = models.TextField(
+        blank=True, default="", help_text="Only these MIME types (e.g. image/*, video/mp4), one per line. Empty: any."
+    )
+    media_max_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Largest file to keep, in bytes. Empty: the site-wide CRAWL_MAX_MEDIA_BYTES."
+    )
+    media_any_host = models.BooleanField(
+        default=False, help_text="Download media from any host, not only the project's allowed domains."
+    )
+    media_page_patterns = models.TextField(
+        blank=True,
+        default="",
+        help_text="Regexes, one per line: pages whose URL matches are video/audio pages downloaded whole with yt-dlp.",
+    )
+    gallery_page_patterns = models.TextField(
+        blank=True,
+        default="",
+        help_text="Regexes, one per line: pages downloaded with gallery-dl, when the gallery-dl program is installed.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

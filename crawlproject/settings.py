@@ -101,10 +101,53 @@ STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(VAR_DIR / "static")
 # --- Media storage (content-addressed assets) -------------------------------------------------
 MEDIA_ROOT = Path(env.str("CRAWLHUB_MEDIA_ROOT", default=str(VAR_DIR / "assets")))
 MEDIA_URL = "assets/"
+# >>> STORAGES (media/storage.py writes and reads through STORAGES["default"]) >>>>>>>>>>>>>>>>>>>>>>>
+# CRAWLHUB_STORAGE=filesystem (default): files under MEDIA_ROOT. CRAWLHUB_STORAGE=s3: django-storages
+# on S3 or MinIO, configured only from the environment (Celery workers and web read the same vars).
+CRAWLHUB_STORAGE = env.str("CRAWLHUB_STORAGE", default="filesystem")
+# Browsers may need another host than the app (e.g. http://minio:9000 inside compose): presigned GET
+# URLs are signed for this endpoint when set. Empty: signed for AWS_S3_ENDPOINT_URL.
+AWS_S3_PUBLIC_ENDPOINT_URL = env.str("AWS_S3_PUBLIC_ENDPOINT_URL", default="") or None
+if CRAWLHUB_STORAGE == "filesystem":
+    _media_storage = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+elif CRAWLHUB_STORAGE == "s3":
+    from botocore.config import Config as _BotoConfig
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not env.str("AWS_STORAGE_BUCKET_NAME", default=""):
+        raise ImproperlyConfigured("CRAWLHUB_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
+    _media_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env.str("AWS_STORAGE_BUCKET_NAME"),
+            "endpoint_url": env.str("AWS_S3_ENDPOINT_URL", default="") or None,
+            "access_key": env.str("AWS_ACCESS_KEY_ID", default="") or None,
+            "secret_key": env.str("AWS_SECRET_ACCESS_KEY", default="") or None,
+            "region_name": env.str("AWS_S3_REGION_NAME", default="us-east-1"),
+            "file_overwrite": False,
+            "querystring_auth": True,
+            "querystring_expire": env.int("AWS_QUERYSTRING_EXPIRE", default=3600),
+            # With client_config set, django-storages ignores its addressing_style and
+            # signature_version options: they live here. Short timeouts and few retries make a
+            # down server fail the task fast (storage_error, retried later) instead of hanging it.
+            "client_config": _BotoConfig(
+                s3={"addressing_style": "path"},
+                signature_version="s3v4",
+                connect_timeout=5,
+                read_timeout=30,
+                retries={"max_attempts": 2, "mode": "standard"},
+            ),
+        },
+    }
+else:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"CRAWLHUB_STORAGE must be filesystem or s3, not {CRAWLHUB_STORAGE!r}")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": _media_storage,
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# <<< STORAGES <<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<
 
 # --- Celery (DESIGN.md §2: the database holds the truth, the broker is a wake-up call) --------
 BROKER_DIR = VAR_DIR / "broker"

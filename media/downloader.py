@@ -7,7 +7,7 @@ import asyncio
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -26,6 +26,7 @@ class Download:
     mime: str = ""
     error_code: str = ""
     error_message: str = ""
+    metadata: dict = field(default_factory=dict)
 
     def discard(self) -> None:
         if self.path and os.path.exists(self.path):

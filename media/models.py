@@ -21,6 +21,10 @@ class MediaAsset(models.Model):
     url = models.TextField(help_text="Canonical source URL.")
     url_key = models.CharField(max_length=64, help_text="sha256 of the canonical source URL.")
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.FILE)
+    downloader = models.CharField(
+        max_length=20, default="http", help_text="http, ytdlp or gallerydl (decided by the project's media rules)."
+    )
+    metadata = models.JSONField(default=dict, blank=True, help_text="What the downloader reported (yt-dlp: title...).")
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     lease_token = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

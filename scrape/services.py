@@ -14,6 +14,7 @@ from django.conf import settings
 from crawl.models import Page, PageContent
 from crawl.retry import atomic_with_retry
 from crawl.services.frontier import page_finish, pages_claim_for_extract, pages_discover_many
+from media.downloading import project_media_rules
 from media.services import assets_link_many
 
 from .extractors import Extraction, extract_html, looks_like_html, media_kind_of
@@ -80,6 +81,9 @@ def _extract(page: Page, content: PageContent | None) -> PageResult:
         if not (download and media_kind_of(link.url))
     ]
     media = [(m.url, m.kind) for m in extraction.media] if download else []
+    page_kind = project_media_rules(page.project).media_page_kind(page.url) if download else None
+    if page_kind:
+        media.append((page.url, page_kind))  # the page itself is a video page or gallery
     return PageResult(
         page=page,
         changes={"state": Page.State.DONE, "title": extraction.title},

@@ -12,6 +12,7 @@ import pytest
 import redis
 from django.conf import settings
 
+from tests.s3 import bucket, s3_endpoint  # noqa: F401 - fixtures shared by the storage and media tests
 from tests.site import SiteServer, build_site
 
 BASE_DIR = Path(settings.BASE_DIR)

@@ -23,6 +23,7 @@ class Site:
     redirects: dict = field(default_factory=dict)
     private: set = field(default_factory=set)
     media: dict = field(default_factory=dict)  # path -> sha256
+    slow: dict = field(default_factory=dict)  # path -> seconds to wait between 64 KiB chunks
 
 
 def _page_path(i: int) -> str:
@@ -130,7 +131,13 @@ class SiteServer:
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                pause = server.site.slow.get(path)
+                if pause is None:
+                    self.wfile.write(body)
+                    return
+                for start in range(0, len(body), 65536):
+                    self.wfile.write(body[start : start + 65536])
+                    time.sleep(pause)
 
             def log_message(self, *args):
                 pass

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from crawl import pipeline
 from crawl.models import Page
+from media.downloading import clean_stale_temp
 from media.models import MediaAsset
 from media.services import pages_complete
 
@@ -28,6 +29,7 @@ class ReapReport:
     extract_republished: int = 0
     download_republished: int = 0
     pages_completed: int = 0
+    temp_files_removed: int = 0
 
 
 def reap(*, project_id: int | None = None) -> ReapReport:
@@ -41,6 +43,7 @@ def reap(*, project_id: int | None = None) -> ReapReport:
     report.extract_republished = _republish(_unleased(pages.filter(state=Page.State.FETCHED)), pipeline.publish_extract)
     report.download_republished = _republish(assets.filter(state=MediaAsset.State.QUEUED), pipeline.publish_download)
     report.pages_completed = pages_complete(project_id=project_id)
+    report.temp_files_removed = clean_stale_temp(older_than=settings.CRAWL_LEASE_SECONDS)
     return report
 
 

@@ -93,6 +93,7 @@ class Command(BaseCommand):
         while True:
             progress = project_progress(project)
             if progress["pending"] == 0:
+                reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
                 return True
             now = time.monotonic()
             if opts["timeout"] and now - started > opts["timeout"]:

@@ -1,0 +1,293 @@
+"""yt-dlp as a library: options fixed here, every target host checked, one output file per call.
+
+No Django here. yt-dlp opens its own sockets, so the page host, every request it makes and the URLs
+of the chosen format pass crawl.netguard's address check before any media bytes flow.
+"""
+
+import hashlib
+import logging
+import math
+import mimetypes
+import os
+import re
+import shutil
+import socket
+import tempfile
+from urllib.parse import urljoin, urlsplit
+
+import yt_dlp
+
+from crawl.netguard import address_is_public
+from media.downloader import Download
+
+log = logging.getLogger(__name__)
+
+RETRIES = 2
+# Downloaded by yt-dlp's own code through YoutubeDL.urlopen (so through our guard); ffmpeg, rtmpdump
+# and friends would open sockets we never see.
+NATIVE_PROTOCOLS = frozenset({"http", "https", "m3u8", "m3u8_native", "http_dash_segments"})
+METADATA_KEYS = ("title", "duration", "format_id", "ext", "extractor", "width", "height", "webpage_url")
+JSON_SCALARS = (str, int, float, bool)
+
+
+class Refused(Exception):
+    """A refusal of ours, raised before or inside yt-dlp's run; error_code says which."""
+
+    def __init__(self, error_code: str, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class HostGuard:
+    """Resolves each host once per call; refuses non-public addresses unless allow_private."""
+
+    def __init__(self, *, allow_private: bool):
+        self.allow_private = allow_private
+        self._resolved: set[str] = set()
+
+    def check(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise Refused("invalid_url", f"not an http(s) URL: {url[:200]}")
+        host = parts.hostname
+        if host in self._resolved:
+            return
+        try:
+            addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+        except socket.gaierror as exc:
+            raise Refused("dns_error", f"cannot resolve {host}: {exc.strerror}") from None
+        refused = sorted(a for a in addresses if not address_is_public(a))
+        if refused and not self.allow_private:
+            raise Refused("blocked_address", f"{host} resolves to non-public address {refused[0]}")
+        self._resolved.add(host)
+
+
+class GuardedYoutubeDL(yt_dlp.YoutubeDL):
+    """Every request yt-dlp makes (extractors, downloads, fragments) passes the guard first; a
+    redirect to a refused host is caught on the response (its request has been sent by then)."""
+
+    guard: HostGuard
+
+    def urlopen(self, req):
+        self.guard.check(req if isinstance(req, str) else req.url)
+        response = super().urlopen(req)
+        try:
+            self.guard.check(response.url)
+        except Refused:
+            response.close()
+            raise
+        return response
+
+
+class ByteCap:
+    """Progress hook: max_filesize only checks Content-Length, so count what actually arrives
+    (summed over the files of a merge; HLS/DASH estimates count too)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._seen: dict[str, int] = {}
+
+    def __call__(self, status: dict) -> None:
+        if status.get("status") != "downloading":
+            return
+        keys = ("downloaded_bytes", "total_bytes", "total_bytes_estimate")
+        self._seen[status.get("filename", "")] = int(max(status.get(k) or 0 for k in keys))
+        if sum(self._seen.values()) > self.max_bytes:
+            raise Refused("body_too_large", f"media exceeds the {self.max_bytes}-byte cap")
+
+
+class YtdlpLogger:
+    """yt-dlp's messages into python logging. Failures come back in the Download, so yt-dlp's
+    errors and warnings are logged at info level, its chatter at debug."""
+
+    def __init__(self):
+        self.max_filesize_hit = False
+
+    def debug(self, message: str) -> None:
+        if "larger than max-filesize" in message:
+            self.max_filesize_hit = True
+        log.debug("yt-dlp: %s", message)
+
+    def info(self, message: str) -> None:
+        log.debug("yt-dlp: %s", message)
+
+    def warning(self, message: str) -> None:
+        log.info("yt-dlp: %s", message)
+
+    def error(self, message: str) -> None:
+        log.info("yt-dlp: %s", message)
+
+
+def ytdlp_download(
+    url: str, *, tmp_dir: str, max_bytes: int, socket_timeout: float, allow_private: bool, user_agent: str
+) -> Download:
+    """Download the one video behind url; never raises.
+
+    On success `path` is a file directly under tmp_dir (`ytdlp-*.<ext>`) and nothing else is left
+    behind, so Download.discard() cleans up completely. On failure nothing is left at all.
+    """
+    result, work_dir = Download(url=url), ""
+    try:
+        guard = HostGuard(allow_private=allow_private)
+        guard.check(url)
+        work_dir = tempfile.mkdtemp(dir=tmp_dir, prefix="ytdlp-")
+        logger = YtdlpLogger()
+        params = _params(work_dir, max_bytes, socket_timeout, user_agent, logger)
+        info = _run(url, params, guard)
+        output = _output_path(info, work_dir, max_bytes, logger)
+        _adopt(result, output, info, tmp_dir, max_bytes)
+    except Exception as exc:
+        result.error_code, result.error_message = _classify(exc)
+        result.discard()
+    finally:
+        if work_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return result
+
+
+def _params(work_dir: str, max_bytes: int, socket_timeout: float, user_agent: str, logger) -> dict:
+    # Built here only: nothing from the page or the user reaches these options.
+    return {
+        "paths": {"home": work_dir, "temp": work_dir},
+        "outtmpl": {"default": "%(id).60s.%(ext)s"},
+        "restrictfilenames": True,
+        "noplaylist": True,
+        "playlist_items": "1",
+        "format": _format_spec(),
+        "max_filesize": max_bytes,
+        "progress_hooks": [ByteCap(max_bytes)],
+        "socket_timeout": socket_timeout,
+        "retries": RETRIES,
+        "fragment_retries": RETRIES,
+        "extractor_retries": RETRIES,
+        "concurrent_fragment_downloads": 1,
+        "external_downloader": {"default": "native"},
+        "http_headers": {"User-Agent": user_agent},
+        "cookiefile": None,
+        "cachedir": False,
+        "remote_components": [],
+        "quiet": True,
+        "no_warnings": True,
+        "noprogress": True,
+        "color": "no_color",
+        "logger": logger,
+    }
+
+
+def _format_spec() -> str:
+    # One file with both audio and video; else best video + best audio merged by ffmpeg (a local
+    # process, no network) when it is installed; else whatever single file is best.
+    if shutil.which("ffmpeg"):
+        return "best[vcodec!=none][acodec!=none]/bestvideo*+bestaudio/best"
+    return "best[vcodec!=none][acodec!=none]/best"
+
+
+def _run(url: str, params: dict, guard: HostGuard) -> dict:
+    with GuardedYoutubeDL(params) as ydl:
+        ydl.guard = guard
+        info = _single_video(ydl.extract_info(url, download=False))
+        chosen = info.get("requested_formats") or [info]
+        _check_formats(chosen, guard)
+        ids = {f.get("format_id") for f in chosen}
+        # The download pass re-runs format selection: let it choose only among checked formats.
+        info["formats"] = [f for f in info.get("formats") or [info] if f.get("format_id") in ids]
+        return ydl.process_ie_result(info, download=True)
+
+
+def _single_video(info: dict) -> dict:
+    while info.get("_type") in ("playlist", "multi_video"):
+        entries = [e for e in info.get("entries") or [] if e]
+        if not entries:
+            raise Refused("ytdlp_error", "no video found")
+        info = entries[0]
+    if info.get("is_live"):
+        raise Refused("ytdlp_error", "live streams are not downloaded")
+    return info
+
+
+def _check_formats(formats: list[dict], guard: HostGuard) -> None:
+    for fmt in formats:
+        if fmt.get("protocol") not in NATIVE_PROTOCOLS:
+            raise Refused("ytdlp_error", f"protocol {fmt.get('protocol')!r} is not downloaded")
+        for target in _format_urls(fmt):
+            guard.check(target)
+
+
+def _format_urls(fmt: dict) -> list[str]:
+    base = fmt.get("fragment_base_url") or fmt.get("url") or ""
+    urls = [fmt.get("url"), fmt.get("manifest_url"), fmt.get("fragment_base_url")]
+    fragments = fmt.get("fragments")
+    if isinstance(fragments, list):
+        urls += [frag.get("url") or urljoin(base, frag.get("path") or "") for frag in fragments]
+    return [u for u in urls if isinstance(u, str) and u]
+
+
+def _output_path(info: dict, work_dir: str, max_bytes: int, logger: YtdlpLogger) -> str:
+    downloads = info.get("requested_downloads") or [{}]
+    path = os.path.realpath(downloads[0].get("filepath") or work_dir)
+    if os.path.isfile(path) and path.startswith(os.path.realpath(work_dir) + os.sep):
+        return path
+    if logger.max_filesize_hit:
+        raise Refused("body_too_large", f"declared size exceeds the {max_bytes}-byte cap")
+    raise Refused("ytdlp_error", "yt-dlp produced no file")
+
+
+def _adopt(result: Download, output: str, info: dict, tmp_dir: str, max_bytes: int) -> None:
+    """Move the output file directly under tmp_dir and describe it in result."""
+    size = os.path.getsize(output)
+    if size > max_bytes:
+        raise Refused("body_too_large", f"media exceeds the {max_bytes}-byte cap")
+    if _looks_like_html(output):
+        raise Refused("unexpected_html", "yt-dlp returned an HTML page, not media")
+    ext = os.path.splitext(output)[1].lower()
+    fd, result.path = tempfile.mkstemp(
+        dir=tmp_dir, prefix="ytdlp-", suffix=ext if re.fullmatch(r"\.[a-z0-9]{1,10}", ext) else ""
+    )
+    os.close(fd)
+    os.replace(output, result.path)
+    result.status_code, result.size, result.sha256 = 200, size, _sha256(result.path)
+    result.mime = mimetypes.guess_type(result.path)[0] or "application/octet-stream"
+    result.metadata = {k: info[k] for k in METADATA_KEYS if _is_json_scalar(info.get(k))}
+
+
+def _is_json_scalar(value) -> bool:
+    # NaN and infinities are not JSON (PostgreSQL's jsonb refuses them).
+    return isinstance(value, JSON_SCALARS) and not (isinstance(value, float) and not math.isfinite(value))
+
+
+def _looks_like_html(path: str) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(512).lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    refusal = _find_refusal(exc)
+    if refusal is not None:
+        return refusal.error_code, str(refusal)
+    if isinstance(exc, yt_dlp.utils.YoutubeDLError):
+        return "ytdlp_error", _one_line(str(exc))
+    return "ytdlp_error", f"{exc.__class__.__name__}: {_one_line(str(exc))}"
+
+
+def _find_refusal(exc: BaseException | None) -> Refused | None:
+    """Our refusal, also when yt-dlp wrapped it (DownloadError keeps the original in exc_info)."""
+    for _ in range(5):
+        if exc is None or isinstance(exc, Refused):
+            return exc
+        wrapped = getattr(exc, "exc_info", None)
+        exc = (wrapped[1] if wrapped and wrapped[1] is not exc else None) or exc.__cause__ or exc.__context__
+    return None
+
+
+def _one_line(message: str) -> str:
+    message = message.strip().removeprefix("ERROR: ").split("; please report this issue", 1)[0]
+    return (message.splitlines() or [""])[0][:500]

@@ -1,0 +1,135 @@
+"""Hostile downloads against a real loopback server: each ends with a clear error code on its asset,
+no temp file left, nothing partial stored; a storage outage is retried and then succeeds."""
+
+import socket
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from crawl.services.projects import project_get_or_create
+from media.downloading import temp_dir
+from media.models import MediaAsset
+from media.services import assets_download
+from media.storage import key_for, list_keys
+from tests.s3 import s3_storages
+
+CAP = 50_000
+MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(2000)
+
+
+class HostileHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self):
+        getattr(self, "serve_" + self.path.strip("/").replace("-", "_"), self.serve_missing)()
+
+    def reply(self, body: bytes, content_type="video/mp4", length: int | None = None, extra=()):
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        if length is not None:
+            self.send_header("Content-Length", str(length))
+        for name, value in extra:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def serve_big_declared(self):
+        self.reply(bytes(CAP * 3), length=CAP * 3)
+
+    def serve_big_undeclared(self):  # no Content-Length: the body ends when the connection closes
+        self.reply(bytes(CAP * 3))
+
+    def serve_short_body(self):  # claims more than it sends, then hangs up
+        self.reply(MP4, length=len(MP4) * 10)
+
+    def serve_evil_name(self):
+        evil = 'attachment; filename="../../../etc/passwd\x07.mp4"'
+        self.reply(MP4, length=len(MP4), extra=[("Content-Disposition", evil)])
+
+    def serve_error_page(self):
+        page = b"<!DOCTYPE html><html><body><h1>Video unavailable</h1></body></html>"
+        self.reply(page, content_type="video/mp4", length=len(page))
+
+    def serve_no_video(self):
+        page = b"<html><body><p>Nothing to see here.</p></body></html>"
+        self.reply(page, content_type="text/html", length=len(page))
+
+    def serve_good(self):
+        self.reply(MP4, length=len(MP4))
+
+    def serve_missing(self):
+        self.send_error(404)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def hostile_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HostileHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def project(db):
+    return project_get_or_create(name="hostile", allow_private=True, media_max_bytes=CAP)
+
+
+def asset(project, url: str, downloader="http") -> MediaAsset:
+    return MediaAsset.objects.create(
+        project=project, url=url, url_key=url[-64:].rjust(64, "0"), kind="video", downloader=downloader
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "downloader", "state", "error_code"),
+    [
+        ("/big-declared", "http", "failed", "body_too_large"),
+        ("/big-undeclared", "http", "failed", "body_too_large"),
+        ("/short-body", "http", "queued", "protocol_error"),
+        ("/error-page", "http", "failed", "unexpected_html"),
+        ("/no-video", "ytdlp", "failed", "ytdlp_error"),
+        ("/missing", "http", "failed", "http_404"),
+        ("/evil-name", "http", "done", ""),
+    ],
+)
+def test_it_gives_each_hostile_download_a_clear_outcome(project, hostile_server, path, downloader, state, error_code):
+    row = asset(project, hostile_server + path, downloader)
+    assets_download(asset_ids=[row.id])
+    row.refresh_from_db()
+    assert (row.state, row.error_code) == (state, error_code), row.error_message
+    assert list(temp_dir().iterdir()) == [], "temp files are removed whatever happened"
+    if state == "done":
+        assert row.storage_key == key_for(row.sha256), "the stored name never comes from the server"
+    else:
+        assert row.storage_key == ""
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_it_retries_when_the_storage_server_is_down_and_stores_once_it_is_back(project, hostile_server, bucket):
+    client, name = bucket
+    row = asset(project, hostile_server + "/good")
+    with override_settings(STORAGES=s3_storages(f"http://127.0.0.1:{closed_port()}", name)):
+        assets_download(asset_ids=[row.id])
+    row.refresh_from_db()
+    assert (row.state, row.error_code, row.storage_key) == ("queued", "storage_error", "")
+    assert list(temp_dir().iterdir()) == []
+    MediaAsset.objects.filter(id=row.id).update(next_fetch_at=timezone.now() - timedelta(seconds=1))
+    with override_settings(STORAGES=s3_storages(client.meta.endpoint_url, name)):
+        assets_download(asset_ids=[row.id])
+        keys = list(list_keys())
+    row.refresh_from_db()
+    assert (row.state, row.attempts) == ("done", 2)
+    assert keys == [key_for(row.sha256)]
