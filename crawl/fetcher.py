@@ -8,6 +8,7 @@ import asyncio
 import os
 import ssl
 import time
+import zlib
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
@@ -86,6 +87,7 @@ async def fetch(client: httpx.AsyncClient, url: str, *, headers: dict, limits: F
 
 
 async def _stream_into(response, client, url, headers, timeout, max_bytes) -> None:
+    headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
     async with client.stream("GET", url, headers=headers, timeout=timeout) as r:
         response.status_code = r.status_code
         response.headers = {k.lower(): v for k, v in r.headers.items()}
@@ -94,13 +96,49 @@ async def _stream_into(response, client, url, headers, timeout, max_bytes) -> No
         declared = r.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in r.headers:
             raise BodyTooLarge(f"Content-Length {declared} exceeds the {max_bytes}-byte cap")
-        chunks, size = [], 0
-        async for chunk in r.aiter_bytes():  # decoded bytes: a gzip bomb is counted as it inflates
+        response.body = b"".join([chunk async for chunk in iter_capped(r, max_bytes)])
+
+
+ACCEPT_ENCODING = "gzip, deflate"  # only what iter_capped decodes itself
+DECODE_STEP = 64 * 1024
+
+
+async def iter_capped(r: httpx.Response, max_bytes: int):
+    """The decoded body, at most max_bytes, raising BodyTooLarge past it.
+
+    Decoding is done here, 64 KiB of output at a time, instead of by httpx, which inflates a whole
+    network read at once: a gzip bomb's 64 KiB read can be 64 MiB of zeros. Memory stays bounded.
+    """
+    inflater = _inflater(r.headers.get("content-encoding", ""))
+    size = 0
+    async for raw in r.aiter_raw():
+        for chunk in _inflate(inflater, raw) if inflater else (raw,):
             size += len(chunk)
             if size > max_bytes:
                 raise BodyTooLarge(f"body exceeds the {max_bytes}-byte cap")
-            chunks.append(chunk)
-        response.body = b"".join(chunks)
+            yield chunk
+
+
+def _inflater(encoding: str):
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise httpx.DecodingError(f"unsupported Content-Encoding {encoding!r}")
+
+
+def _inflate(inflater, data: bytes):
+    try:
+        while data:
+            chunk = inflater.decompress(data, DECODE_STEP)
+            data = inflater.unconsumed_tail
+            if chunk:
+                yield chunk
+    except zlib.error as exc:
+        raise httpx.DecodingError(f"cannot decode the body: {exc}") from None
 
 
 def classify_error(exc: BaseException, limits: FetchLimits) -> tuple[str, str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from crawl.fetcher import BodyTooLarge, FetchLimits, classify_error
+from crawl.fetcher import ACCEPT_ENCODING, FetchLimits, classify_error, iter_capped
 
 MAX_HOPS = 5
 
@@ -53,6 +53,7 @@ async def download(
 
 async def _follow(client, url, headers, limits, sink, result: Download) -> None:
     timeout = httpx.Timeout(limits.read_timeout, connect=limits.connect_timeout)
+    headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
     for _ in range(MAX_HOPS + 1):
         async with client.stream("GET", url, headers=headers, timeout=timeout) as r:
             result.status_code = r.status_code
@@ -70,10 +71,8 @@ async def _follow(client, url, headers, limits, sink, result: Download) -> None:
 
 async def _write(r: httpx.Response, sink, result: Download, max_bytes: int) -> None:
     digest, size = hashlib.sha256(), 0
-    async for chunk in r.aiter_bytes():
+    async for chunk in iter_capped(r, max_bytes):
         size += len(chunk)
-        if size > max_bytes:
-            raise BodyTooLarge(f"file exceeds the {max_bytes}-byte cap")
         digest.update(chunk)
         sink.write(chunk)
     result.sha256, result.size = digest.hexdigest(), size

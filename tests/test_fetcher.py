@@ -252,6 +252,24 @@ def test_it_caps_a_gzip_bomb_by_its_decoded_size_and_quickly(gzip_bomb):
     assert time.monotonic() - started < 5
 
 
+def test_it_inflates_a_gzip_bomb_in_small_steps_so_memory_stays_bounded(gzip_bomb):
+    import tracemalloc
+
+    with LoopbackServer(answer(body=gzip_bomb, Content_Encoding="gzip")) as server:
+        tracemalloc.start()
+        result = run_fetch(server.url())
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert result.error_code == "body_too_large"
+    assert peak < QUICK.max_bytes + 16 * MB, f"peak {peak / MB:.0f} MB for a {QUICK.max_bytes / MB:.0f} MB cap"
+
+
+def test_it_refuses_a_content_encoding_it_did_not_ask_for():
+    with LoopbackServer(answer(body=b"\x8b\x00garbage", Content_Encoding="br")) as server:
+        result = run_fetch(server.url())
+    assert result.error_code == "decoding_error"
+
+
 def test_it_decodes_a_gzip_body_under_the_cap():
     page = b"<html>" + b"<p>hello</p>" * 1000 + b"</html>"
     with LoopbackServer(answer(body=zlib.compress(page, wbits=31), Content_Encoding="gzip")) as server:
