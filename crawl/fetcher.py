@@ -5,6 +5,7 @@ worker process and per private-network policy, reused across batches (keep-alive
 """
 
 import asyncio
+import email.utils
 import os
 import ssl
 import time
@@ -57,38 +58,73 @@ class BodyTooLarge(Exception):
     pass
 
 
-def make_client(*, allow_private: bool, max_connections: int = 64) -> httpx.AsyncClient:
-    """An AsyncClient whose every connection passes the SSRF guard (see netguard)."""
+def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = "") -> httpx.AsyncClient:
+    """An AsyncClient whose every connection passes the SSRF guard (see netguard).
+
+    With a proxy, connections go to the proxy the project's owner configured (trusted, so private
+    addresses are allowed for it); the proxy resolves and reaches the targets.
+    """
     transport = httpx.AsyncHTTPTransport()
+    backend = GuardedBackend(allow_private=allow_private or bool(proxy))
     # httpx 0.28 has no network_backend argument; the pool is replaced with one that has it
     # (httpx and httpcore are pinned to their minor versions in requirements/base.txt).
-    transport._pool = httpcore.AsyncConnectionPool(
+    pool = dict(
         ssl_context=httpx.create_ssl_context(),
         max_connections=max_connections,
         max_keepalive_connections=max_connections,
         keepalive_expiry=5.0,
-        network_backend=GuardedBackend(allow_private=allow_private),
+        network_backend=backend,
     )
+    if proxy:
+        proxy_url = httpx.URL(proxy)
+        transport._pool = httpcore.AsyncHTTPProxy(
+            proxy_url=httpcore.URL(
+                scheme=proxy_url.raw_scheme, host=proxy_url.raw_host, port=proxy_url.port, target=proxy_url.raw_path
+            ),
+            **pool,
+        )
+    else:
+        transport._pool = httpcore.AsyncConnectionPool(**pool)
     return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
 
 
-async def fetch(client: httpx.AsyncClient, url: str, *, headers: dict, limits: FetchLimits) -> FetchResponse:
-    """GET one URL; never raises: failures come back as error_code/error_message."""
+@dataclass
+class FetchRequest:
+    """One request of a batch: method, extra headers and body, and the earliest time to send it."""
+
+    url: str
+    method: str = "GET"
+    headers: dict = field(default_factory=dict)
+    body: bytes | None = None
+    start_at: float = 0.0  # epoch seconds: a politeness slot
+
+
+async def fetch(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: dict,
+    limits: FetchLimits,
+    method: str = "GET",
+    body: bytes | None = None,
+) -> FetchResponse:
+    """One request; never raises: failures come back as error_code/error_message."""
     started = time.monotonic()
     response = FetchResponse(url=url)
     timeout = httpx.Timeout(limits.read_timeout, connect=limits.connect_timeout)
     try:
         async with asyncio.timeout(limits.total_timeout):
-            await _stream_into(response, client, url, headers, timeout, limits.max_bytes)
+            await _stream_into(response, client, (method, url, headers, body), timeout, limits.max_bytes)
     except Exception as exc:
         response.error_code, response.error_message = classify_error(exc, limits)
     response.elapsed = time.monotonic() - started
     return response
 
 
-async def _stream_into(response, client, url, headers, timeout, max_bytes) -> None:
+async def _stream_into(response, client, request, timeout, max_bytes) -> None:
+    method, url, headers, body = request
     headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
-    async with client.stream("GET", url, headers=headers, timeout=timeout) as r:
+    async with client.stream(method, url, headers=headers, content=body, timeout=timeout) as r:
         response.status_code = r.status_code
         response.headers = {k.lower(): v for k, v in r.headers.items()}
         if "location" in response.headers:
@@ -185,11 +221,12 @@ class ClientRunner:
         if self._pid != os.getpid():
             self._pid, self._loop, self._clients = os.getpid(), asyncio.new_event_loop(), {}
 
-    def client(self, *, allow_private: bool) -> httpx.AsyncClient:
+    def client(self, *, allow_private: bool, proxy: str = "") -> httpx.AsyncClient:
         self._ensure()
-        if allow_private not in self._clients:
-            self._clients[allow_private] = make_client(allow_private=allow_private)
-        return self._clients[allow_private]
+        key = (allow_private, proxy)
+        if key not in self._clients:
+            self._clients[key] = make_client(allow_private=allow_private, proxy=proxy)
+        return self._clients[key]
 
     def run(self, coro):
         self._ensure()
@@ -199,12 +236,41 @@ class ClientRunner:
 runner = ClientRunner()
 
 
-async def fetch_many(client, urls: list[str], *, headers: dict, limits: FetchLimits, concurrency: int):
-    """Fetch URLs with at most `concurrency` in flight; results in input order."""
+async def fetch_many(client, requests: list[FetchRequest], *, limits: FetchLimits, concurrency: int):
+    """Send the requests with at most `concurrency` in flight, none before its start_at; results in
+    input order. A 429/503 with Retry-After holds back this batch's later requests to that host:
+    they come back as `host_backoff` (retried later) instead of being sent."""
     gate = asyncio.Semaphore(max(1, concurrency))
+    paused: dict[str, float] = {}
 
-    async def one(url):
+    async def one(request: FetchRequest) -> FetchResponse:
+        await asyncio.sleep(max(0.0, request.start_at - time.time()))
         async with gate:
-            return await fetch(client, url, headers=headers, limits=limits)
+            host = httpx.URL(request.url).host
+            if paused.get(host, 0) > time.time():
+                return FetchResponse(
+                    url=request.url, error_code="host_backoff", error_message="the host asked us to wait (Retry-After)"
+                )
+            response = await fetch(
+                client, request.url, headers=request.headers, limits=limits, method=request.method, body=request.body
+            )
+            wait = retry_after_seconds(response)
+            if wait:
+                paused[host] = time.time() + wait
+            return response
 
-    return await asyncio.gather(*(one(u) for u in urls))
+    return await asyncio.gather(*(one(r) for r in requests))
+
+
+def retry_after_seconds(response: FetchResponse, cap: float = 3600) -> float | None:
+    """Seconds a 429/503 asks us to wait (Retry-After as seconds or an HTTP date), capped."""
+    if response.status_code not in (429, 503):
+        return None
+    value = response.headers.get("retry-after", "").strip()
+    if value.isdigit():
+        return min(cap, float(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return min(cap, max(0.0, when.timestamp() - time.time())) if when.tzinfo else None

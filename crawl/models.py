@@ -49,6 +49,27 @@ class Project(models.Model):
     download_media = models.BooleanField(
         default=True, help_text="Download images, video and audio referenced by pages."
     )
+    min_delay = models.FloatField(
+        default=0.0, help_text="Seconds between two requests to the same host (robots.txt Crawl-delay may raise it)."
+    )
+    max_per_host = models.PositiveSmallIntegerField(
+        default=4, help_text="Requests in flight at once to one host within a fetch batch."
+    )
+    rate_limit = models.FloatField(
+        default=0.0, help_text="Requests per second for the whole project, all hosts and workers (0: no limit)."
+    )
+    rate_burst = models.PositiveIntegerField(default=10, help_text="Requests allowed at once above rate_limit.")
+    bucket_tokens = models.FloatField(default=0.0, editable=False)
+    bucket_updated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    request_headers = models.JSONField(
+        default=dict, blank=True, help_text='Extra request headers, e.g. {"Accept-Language": "en"}.'
+    )
+    cookies = models.JSONField(
+        default=dict, blank=True, help_text='Cookies sent with every request, e.g. {"session": "x"}.'
+    )
+    proxy = models.CharField(
+        max_length=300, blank=True, default="", help_text="HTTP(S) proxy URL for this project's requests. Empty: none."
+    )
     media_kinds = models.CharField(
         max_length=100,
         default="image,video,audio",
@@ -92,6 +113,9 @@ class Seed(models.Model):
     url = models.URLField(max_length=2000, help_text="Start URL.")
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE, help_text="What the URL serves.")
     active = models.BooleanField(default=True, help_text="Inactive seeds are not (re)queued.")
+    method = models.CharField(max_length=10, default="GET", help_text="GET or POST (API endpoints that need a body).")
+    body = models.TextField(blank=True, default="", help_text="Request body for POST seeds.")
+    headers = models.JSONField(default=dict, blank=True, help_text="Extra headers for this seed's request.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -138,6 +162,12 @@ class Page(models.Model):
     title = models.TextField(blank=True, default="")
     content_sha256 = models.CharField(max_length=64, blank=True, default="")
     content_length = models.PositiveIntegerField(null=True, blank=True)
+    etag = models.CharField(max_length=500, blank=True, default="", help_text="ETag of the stored response.")
+    last_modified = models.CharField(max_length=100, blank=True, default="", help_text="Its Last-Modified header.")
+    not_modified_at = models.DateTimeField(null=True, blank=True, help_text="Last 304 Not Modified answer.")
+    request = models.JSONField(
+        default=dict, blank=True, help_text="Request overrides (method, body, headers) for seeds that need them."
+    )
     fetched_at = models.DateTimeField(null=True, blank=True)
     fetched_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that fetched it.")
     extracted_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that extracted it.")
@@ -179,3 +209,21 @@ class RobotsTxt(models.Model):
 
     def __str__(self) -> str:
         return self.origin
+
+
+class Host(models.Model):
+    """Politeness state of one host, shared by every worker: its next free slot and any back-off."""
+
+    host = models.CharField(max_length=255, unique=True)
+    next_allowed_at = models.DateTimeField(default=timezone.now, help_text="No request starts before this.")
+    backoff_until = models.DateTimeField(null=True, blank=True, help_text="Set by 429/503 Retry-After.")
+    crawl_delay = models.FloatField(null=True, blank=True, help_text="robots.txt Crawl-delay last seen.")
+    min_delay = models.FloatField(null=True, blank=True, help_text="Override: seconds between requests (any project).")
+    max_in_flight = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Override: requests at once.")
+    blocked = models.BooleanField(default=False, help_text="Blocked hosts are never fetched.")
+    blocked_reason = models.CharField(max_length=200, blank=True, default="")
+    last_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.host

@@ -24,6 +24,8 @@ class Site:
     private: set = field(default_factory=set)
     media: dict = field(default_factory=dict)  # path -> sha256
     slow: dict = field(default_factory=dict)  # path -> seconds to wait between 64 KiB chunks
+    etags: bool = False  # send ETag/Last-Modified and answer 304 to matching conditional requests
+    once: dict = field(default_factory=dict)  # path -> (status, headers, body) answered the first time only
 
 
 def _page_path(i: int) -> str:
@@ -94,6 +96,8 @@ class SiteServer:
     def __init__(self, site: Site, delay: float = 0.0):
         self.site, self.delay = site, delay
         self.log: list[tuple[float, str]] = []
+        self.headers: list[tuple[str, dict]] = []
+        self.seen: set[str] = set()
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -122,14 +126,26 @@ class SiteServer:
             def do_GET(self):
                 with server._lock:
                     server.log.append((time.time(), self.path))
+                    server.headers.append((self.path, dict(self.headers)))
+                    first = self.path not in server.seen
+                    server.seen.add(self.path)
                 if server.delay:
                     time.sleep(server.delay)
                 path = urlsplit(self.path).path
-                status, headers, body = server.site.files.get(path, (404, {"Content-Type": "text/html"}, b"gone"))
+                missing = (404, {"Content-Type": "text/html"}, b"gone")
+                status, headers, body = server.site.files.get(path, missing)
+                if first and path in server.site.once:
+                    status, headers, body = server.site.once[path]
+                if server.site.etags and status == 200:
+                    tag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+                    headers = {**headers, "ETag": tag, "Last-Modified": "Mon, 02 Nov 2026 10:00:00 GMT"}
+                    if self.headers.get("If-None-Match") == tag:
+                        status, body = 304, b""
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
+                if status != 304:
+                    self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 pause = server.site.slow.get(path)
                 if pause is None:

@@ -1,20 +1,20 @@
-"""The fetch stage: claim a batch, obey robots.txt, fetch concurrently, record each result by CAS."""
+"""The fetch stage: claim a batch, obey robots.txt and politeness, fetch concurrently, record each
+result by compare-and-set on the lease."""
 
-import hashlib
 import logging
 import zlib
 from collections import defaultdict
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
-from crawl.fetcher import FetchLimits, FetchResponse, fetch_many, is_transient, runner
+from crawl.fetcher import FetchLimits, FetchRequest, FetchResponse, fetch_many, retry_after_seconds, runner
 from crawl.models import Page, PageContent, Project
-from crawl.urls import origin_of
+from crawl.urls import host_of, origin_of
 
 from .frontier import page_finish, pages_claim_for_fetch
+from .outcomes import failure, outcome, postpone
+from .politeness import host_back_off, hosts_plan
 from .robots_cache import robots_policies
 
 log = logging.getLogger("crawlhub.fetch")
@@ -52,100 +52,111 @@ def pages_fetch(*, page_ids: list[int], worker: str = "") -> list[int]:
 def _fetch_project_pages(pages: list[Page], token, worker: str) -> list[int]:
     project = pages[0].project
     agent, private = user_agent_of(project), allows_private(project)
-    allowed, refused = _split_by_robots(pages, project, agent, private)
-    client = runner.client(allow_private=private)
-    responses = runner.run(
-        fetch_many(
-            client,
-            [p.url for p in allowed],
-            headers={"User-Agent": agent},
-            limits=fetch_limits(),
-            concurrency=project.concurrency,
-        )
-    )
+    allowed, refused, delays = _split_by_robots(pages, project, agent, private)
+    now_pages, later, requests = _schedule(project, allowed, delays, refused)
+    client = runner.client(allow_private=private, proxy=project.proxy)
+    concurrency = min(project.concurrency, project.max_per_host)
+    responses = runner.run(fetch_many(client, requests, limits=fetch_limits(), concurrency=concurrency))
+    backoffs = _record_backoffs(responses)
     with transaction.atomic():
         for page, (code, message) in refused:
-            changes = _failure(page, code, message) | {"fetched_by": worker}
-            page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, **changes)
-        return _record_responses(allowed, responses, token, worker)
+            page_finish(
+                page_id=page.id,
+                token=token,
+                from_state=Page.State.LEASED,
+                **failure(page, code, message),
+                fetched_by=worker,
+            )
+        for page, when in later:
+            page_finish(
+                page_id=page.id,
+                token=token,
+                from_state=Page.State.LEASED,
+                **postpone("host_busy", "waiting for the host's next politeness slot", when),
+            )
+        return _record_responses(now_pages, responses, backoffs, token, worker)
 
 
-def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list]:
-    """Pages robots.txt lets us fetch, and (page, (error_code, message)) for the others."""
+def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list, dict]:
+    """Pages robots.txt lets us fetch, (page, (error_code, message)) for the others, and the
+    Crawl-delay of each host."""
     if not project.obey_robots:
-        return pages, []
+        return pages, [], {}
     policies = robots_policies({origin_of(p.url) for p in pages}, allow_private=private, user_agent=agent)
-    allowed, refused = [], []
+    allowed, refused, delays = [], [], {}
     for page in pages:
         policy = policies[origin_of(page.url)]
+        delays[page.host] = policy.crawl_delay(agent)
         if policy.allows(page.url, agent):
             allowed.append(page)
         else:
             refused.append((page, policy.refusal()))
-    return allowed, refused
+    return allowed, refused, delays
 
 
-def _record_responses(pages: list[Page], responses: list[FetchResponse], token, worker: str) -> list[int]:
+def _schedule(project, pages, delays, refused) -> tuple[list[Page], list, list[FetchRequest]]:
+    """Politeness slots: which pages go now (with their start times) and which wait for later."""
+    by_host = defaultdict(list)
+    for page in pages:
+        by_host[page.host].append(page)
+    plans = hosts_plan(project=project, wanted={h: len(p) for h, p in by_host.items()}, crawl_delays=delays)
+    now_pages, later, requests = [], [], []
+    for host, host_pages in by_host.items():
+        plan = plans[host]
+        if plan.refused:
+            refused += [(p, ("host_blocked", plan.refused)) for p in host_pages]
+            continue
+        for index, page in enumerate(host_pages[: plan.granted]):
+            now_pages.append(page)
+            requests.append(build_request(project, page, start_at=plan.slot(index)))
+        later += [(p, plan.retry_at) for p in host_pages[plan.granted :]]
+    return now_pages, later, requests
+
+
+def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> FetchRequest:
+    """Project headers and cookies, the seed's own method/body/headers, and conditional-GET validators."""
+    headers = {"User-Agent": user_agent_of(project), **project.request_headers}
+    if project.cookies:
+        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in project.cookies.items())
+    headers |= page.request.get("headers", {})
+    if page.etag:
+        headers["If-None-Match"] = page.etag
+    if page.last_modified:
+        headers["If-Modified-Since"] = page.last_modified
+    body = page.request.get("body")
+    return FetchRequest(
+        url=page.url,
+        method=page.request.get("method", "GET"),
+        headers=headers,
+        body=body.encode() if body else None,
+        start_at=start_at,
+    )
+
+
+def _record_backoffs(responses: list[FetchResponse]) -> dict:
+    """Hosts that answered 429/503 with Retry-After: every worker holds back until then."""
+    until = {}
+    for response in responses:
+        seconds = retry_after_seconds(response)
+        if seconds:
+            host = host_of(response.url)
+            until[host] = host_back_off(host=host, seconds=seconds, status=response.status_code)
+    return until
+
+
+def _record_responses(pages, responses, backoffs: dict, token, worker: str) -> list[int]:
     fetched, contents = [], []
     for page, response in zip(pages, responses, strict=True):
-        changes = _outcome(page, response)
-        changes["fetched_by"] = worker
-        if page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, **changes):
-            if changes["state"] == Page.State.FETCHED:
-                fetched.append(page.id)
-                contents.append(
-                    PageContent(page_id=page.id, headers=response.headers, body=zlib.compress(response.body, 3))
-                )
-        else:
+        changes = outcome(page, response, backoffs.get(page.host)) | {"fetched_by": worker}
+        if not page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, **changes):
             log.warning("lease lost before writing page %s; result dropped", page.id)
+            continue
+        if changes["state"] == Page.State.FETCHED:
+            fetched.append(page.id)
+            contents.append(
+                PageContent(page_id=page.id, headers=response.headers, body=zlib.compress(response.body, 3))
+            )
     PageContent.objects.bulk_create(
         contents, update_conflicts=True, unique_fields=["page"], update_fields=["headers", "body"]
     )
     return fetched
-
-
-def _outcome(page: Page, response: FetchResponse) -> dict:
-    """The row changes for one fetch result: fetched, retried later, or failed."""
-    now = timezone.now()
-    base = {"fetched_at": now, "status_code": response.status_code, "error_code": "", "error_message": ""}
-    if response.status_code is not None:
-        base["content_type"] = response.content_type[:200]
-        base["final_url"] = response.location or page.url
-    code, message = _error_of(response)
-    if not code:
-        return base | {
-            "state": Page.State.FETCHED,
-            "enqueued_at": now,
-            "content_length": len(response.body),
-            "content_sha256": _sha256(response.body),
-        }
-    return base | _failure(page, code, message)
-
-
-def _failure(page: Page, code: str, message: str) -> dict:
-    """Transient errors go back to the queue with backoff until attempts run out; others fail now."""
-    changes = {"error_code": code, "error_message": message[:2000]}
-    retryable = is_transient(code) or code == "robots_unavailable"
-    if retryable and page.attempts < settings.CRAWL_MAX_ATTEMPTS:
-        retry_at = timezone.now() + _backoff(page.attempts)
-        return changes | {"state": Page.State.QUEUED, "enqueued_at": None, "next_fetch_at": retry_at}
-    return changes | {"state": Page.State.FAILED}
-
-
-def _error_of(response: FetchResponse) -> tuple[str, str]:
-    if response.error_code:
-        return response.error_code, response.error_message
-    status = response.status_code
-    if status >= 400:
-        return f"http_{status}", f"HTTP {status}"
-    if 300 <= status < 400 and not response.location:
-        return "bad_redirect", f"HTTP {status} without a Location header"
-    return "", ""
-
-
-def _backoff(attempts: int) -> timedelta:
-    return timedelta(seconds=min(3600, settings.CRAWL_RETRY_BASE_SECONDS * 2 ** max(0, attempts - 1)))
-
-
-def _sha256(body: bytes) -> str:
-    return hashlib.sha256(body).hexdigest()

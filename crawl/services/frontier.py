@@ -93,16 +93,23 @@ def seeds_enqueue(project: Project) -> list[int]:
     """Put the project's active seeds in the frontier. A seed that is not a crawlable URL gets a
     failed row with the reason, so the user sees it instead of losing it."""
     new_ids, bad = [], []
-    for seed_url in project.seeds.filter(active=True).values_list("url", flat=True):
+    for seed in project.seeds.filter(active=True):
         try:
-            canonical = canonicalize(seed_url)
+            canonical = canonicalize(seed.url)
         except InvalidURL as exc:
-            bad.append(_failed_seed(project, seed_url, exc))
+            bad.append(_failed_seed(project, seed.url, exc))
             continue
-        page = _new_page(project, canonical, url_key(canonical), 0, None, 0, is_seed=True)
+        page = _new_page(project, canonical, url_key(canonical), 0, None, 0, is_seed=True, request=_request_of(seed))
         new_ids += insert_new(Page, [page], conflict_fields=("project", "url_key"))
     insert_new(Page, bad, conflict_fields=("project", "url_key"))
     return new_ids
+
+
+def _request_of(seed) -> dict:
+    """A seed's own method, body and headers (POST API endpoints), stored on its page row."""
+    if seed.method.upper() == "GET" and not seed.body and not seed.headers:
+        return {}
+    return {"method": seed.method.upper(), "body": seed.body, "headers": seed.headers}
 
 
 def _failed_seed(project, raw_url, exc: InvalidURL) -> Page:
@@ -157,3 +164,12 @@ def page_finish(*, page_id: int, token: uuid.UUID, from_state: str, **changes) -
     changes.setdefault("lease_expires_at", None)
     changes["updated_at"] = timezone.now()
     return Page.objects.filter(id=page_id, lease_token=token, state=from_state).update(**changes) == 1
+
+
+def pages_recrawl(*, project: Project, states=(Page.State.DONE,)) -> int:
+    """Queue the project's finished pages again; the fetch stage sends their validators (ETag,
+    Last-Modified), so an unchanged page costs a 304 and stores nothing."""
+    return Page.objects.filter(project=project, state__in=states).update(
+        state=Page.State.QUEUED, attempts=0, next_fetch_at=timezone.now(), enqueued_at=None,
+        lease_token=None, lease_expires_at=None,
+    )

@@ -18,6 +18,7 @@ from rich.table import Table
 from crawl import pipeline
 from crawl.models import Page
 from crawl.selectors import project_errors, project_progress
+from crawl.services.frontier import pages_recrawl
 from crawl.services.projects import project_get_or_create, seeds_add
 from crawl.services.reaper import reap
 from crawl.workers import EmbeddedWorker
@@ -43,6 +44,8 @@ class Command(BaseCommand):
             help="worker processes to start (default: 2 with the embedded broker, 0 otherwise)",
         )
         parser.add_argument("--timeout", type=float, default=0, help="give up after N seconds (0: never)")
+        parser.add_argument("--recrawl", action="store_true",
+                            help="fetch the project's finished pages again (conditional GET: unchanged pages cost a 304)")
 
     def handle(self, *args, **opts):
         started = time.monotonic()
@@ -54,6 +57,8 @@ class Command(BaseCommand):
             allow_private=True if opts["allow_private"] else None,
         )
         new_ids = seeds_add(project=project, urls=opts["urls"])
+        if opts["recrawl"]:
+            pages_recrawl(project=project)
         pipeline.publish_fetch(new_ids)
         Page.objects.filter(project=project, state__in=["queued", "fetched"]).exclude(id__in=new_ids).update(
             enqueued_at=None
