@@ -44,8 +44,11 @@ class Command(BaseCommand):
             help="worker processes to start (default: 2 with the embedded broker, 0 otherwise)",
         )
         parser.add_argument("--timeout", type=float, default=0, help="give up after N seconds (0: never)")
-        parser.add_argument("--recrawl", action="store_true",
-                            help="fetch the project's finished pages again (conditional GET: unchanged pages cost a 304)")
+        parser.add_argument(
+            "--recrawl",
+            action="store_true",
+            help="fetch the project's finished pages again (conditional GET: an unchanged page costs a 304)",
+        )
 
     def handle(self, *args, **opts):
         started = time.monotonic()
