@@ -46,6 +46,10 @@ class Project(models.Model):
     allow_private = models.BooleanField(
         default=False, help_text="Allow loopback and private addresses (intranet crawls, tests)."
     )
+    follow_sitemaps = models.BooleanField(
+        default=False,
+        help_text="Crawl the sitemaps robots.txt names (they are always offered as inactive seeds).",
+    )
     download_media = models.BooleanField(
         default=True, help_text="Download images, video and audio referenced by pages."
     )
@@ -148,6 +152,9 @@ class Page(models.Model):
     discovered_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     redirect_hops = models.PositiveSmallIntegerField(default=0, help_text="Redirects followed to reach this URL.")
     is_seed = models.BooleanField(default=False)
+    kind = models.CharField(
+        max_length=10, default="page", help_text="page, sitemap or feed: how the extract stage reads the response."
+    )
 
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     lease_token = models.UUIDField(null=True, blank=True)

@@ -14,6 +14,7 @@ from django.conf import settings
 from crawl.models import Page, PageContent
 from crawl.retry import atomic_with_retry
 from crawl.services.frontier import page_finish, pages_claim_for_extract, pages_discover_many
+from crawl.sitemaps import parse_listing
 from media.downloading import project_media_rules
 from media.services import assets_link_many
 
@@ -68,6 +69,8 @@ def _extract(page: Page, content: PageContent | None) -> PageResult:
     if 300 <= (page.status_code or 0) < 400:
         return _redirect(page)
     body = zlib.decompress(content.body) if content is not None else b""
+    if page.kind in ("sitemap", "feed"):
+        return _listing(page, body)
     if not looks_like_html(page.content_type, body):
         message = f"{page.content_type or 'a body of unknown type'} is not HTML: nothing to extract"
         return PageResult(
@@ -91,6 +94,23 @@ def _extract(page: Page, content: PageContent | None) -> PageResult:
         media=media,
         item=_item_data(page, extraction),
     )
+
+
+def _listing(page: Page, body: bytes) -> PageResult:
+    """A sitemap, sitemap index or feed: its URLs join the frontier at the listing's own depth
+    (they are entry points, like seeds); child sitemaps are read the same way."""
+    listing = parse_listing(body, base_url=page.final_url or page.url, content_type=page.content_type)
+    if listing.error:
+        failed = {
+            "state": Page.State.FAILED,
+            "error_code": f"listing_{listing.error}",
+            "error_message": f"cannot read this {page.kind}: {listing.error}",
+        }
+        return PageResult(page=page, changes=failed)
+    links = [(d.url, page.depth, page.id, 0, "page") for d in listing.urls]
+    links += [(d.url, page.depth, page.id, 0, "sitemap") for d in listing.sitemaps]
+    item = {"url": page.url, "kind": listing.kind, "urls": len(listing.urls), "sitemaps": len(listing.sitemaps)}
+    return PageResult(page=page, changes={"state": Page.State.DONE}, links=links, item=item)
 
 
 def _redirect(page: Page) -> PageResult:

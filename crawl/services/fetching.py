@@ -8,6 +8,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import transaction
 
+from crawl import pipeline
 from crawl.fetcher import FetchLimits, FetchRequest, FetchResponse, fetch_many, retry_after_seconds, runner
 from crawl.models import Page, PageContent, Project
 from crawl.urls import host_of, origin_of
@@ -15,6 +16,7 @@ from crawl.urls import host_of, origin_of
 from .frontier import page_finish, pages_claim_for_fetch
 from .outcomes import failure, outcome, postpone
 from .politeness import host_back_off, hosts_plan
+from .projects import sitemaps_offer
 from .robots_cache import robots_policies
 
 log = logging.getLogger("crawlhub.fetch")
@@ -83,6 +85,7 @@ def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list, 
     if not project.obey_robots:
         return pages, [], {}
     policies = robots_policies({origin_of(p.url) for p in pages}, allow_private=private, user_agent=agent)
+    _offer_sitemaps(project, policies)
     allowed, refused, delays = [], [], {}
     for page in pages:
         policy = policies[origin_of(page.url)]
@@ -92,6 +95,12 @@ def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list, 
         else:
             refused.append((page, policy.refusal()))
     return allowed, refused, delays
+
+
+def _offer_sitemaps(project: Project, policies: dict) -> None:
+    urls = sorted({url for policy in policies.values() for url in policy.sitemaps()})
+    if urls:
+        pipeline.publish_fetch(sitemaps_offer(project=project, urls=urls))
 
 
 def _schedule(project, pages, delays, refused) -> tuple[list[Page], list, list[FetchRequest]]:

@@ -45,15 +45,15 @@ def pages_discover(
     return pages_discover_many(project=project, candidates=[(u, depth, parent_id, redirect_hops) for u in urls])
 
 
-def pages_discover_many(*, project: Project, candidates: list[tuple[str, int, int | None, int]]) -> list[int]:
-    """Like pages_discover for (url, depth, parent_id, redirect_hops) candidates of many parents.
+def pages_discover_many(*, project: Project, candidates: list[tuple]) -> list[int]:
+    """Like pages_discover for (url, depth, parent_id, redirect_hops[, kind]) candidates of many parents.
 
     Rows are inserted in url_key order, so concurrent inserters take the unique index's locks in
     the same order and cannot deadlock.
     """
     scope = project_scope(project)
     rows: dict[str, Page] = {}
-    for raw, depth, parent_id, hops in candidates:
+    for raw, depth, parent_id, hops, *kind in candidates:
         try:
             canonical = canonicalize(raw)
         except InvalidURL:
@@ -62,7 +62,7 @@ def pages_discover_many(*, project: Project, candidates: list[tuple[str, int, in
             continue
         key = url_key(canonical)
         if key not in rows or rows[key].depth > depth:
-            rows[key] = _new_page(project, canonical, key, depth, parent_id, hops)
+            rows[key] = _new_page(project, canonical, key, depth, parent_id, hops, kind=kind[0] if kind else "page")
     ordered = [rows[k] for k in sorted(rows)]
     return insert_new(Page, _within_budget(project, ordered), conflict_fields=("project", "url_key"))
 
@@ -99,7 +99,9 @@ def seeds_enqueue(project: Project) -> list[int]:
         except InvalidURL as exc:
             bad.append(_failed_seed(project, seed.url, exc))
             continue
-        page = _new_page(project, canonical, url_key(canonical), 0, None, 0, is_seed=True, request=_request_of(seed))
+        page = _new_page(
+            project, canonical, url_key(canonical), 0, None, 0, is_seed=True, request=_request_of(seed), kind=seed.kind
+        )
         new_ids += insert_new(Page, [page], conflict_fields=("project", "url_key"))
     insert_new(Page, bad, conflict_fields=("project", "url_key"))
     return new_ids
@@ -170,6 +172,10 @@ def pages_recrawl(*, project: Project, states=(Page.State.DONE,)) -> int:
     """Queue the project's finished pages again; the fetch stage sends their validators (ETag,
     Last-Modified), so an unchanged page costs a 304 and stores nothing."""
     return Page.objects.filter(project=project, state__in=states).update(
-        state=Page.State.QUEUED, attempts=0, next_fetch_at=timezone.now(), enqueued_at=None,
-        lease_token=None, lease_expires_at=None,
+        state=Page.State.QUEUED,
+        attempts=0,
+        next_fetch_at=timezone.now(),
+        enqueued_at=None,
+        lease_token=None,
+        lease_expires_at=None,
     )

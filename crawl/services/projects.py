@@ -53,3 +53,18 @@ def project_counts(project: Project) -> dict[str, int]:
 
     rows = Page.objects.filter(project=project).values("state").annotate(n=Count("id"))
     return {r["state"]: r["n"] for r in rows}
+
+
+_OFFERED: set[tuple[int, str]] = set()
+
+
+def sitemaps_offer(*, project: Project, urls: list[str]) -> list[int]:
+    """Sitemaps named by robots.txt become sitemap seeds: active (and queued) when the project
+    follows sitemaps, else inactive, offered for an operator to switch on. Once per process."""
+    fresh = [u for u in urls if (project.id, u) not in _OFFERED]
+    if not fresh:
+        return []
+    _OFFERED.update((project.id, u) for u in fresh)
+    seeds = [Seed(project=project, url=u, kind=Seed.Kind.SITEMAP, active=project.follow_sitemaps) for u in fresh]
+    Seed.objects.bulk_create(seeds, ignore_conflicts=True)
+    return seeds_enqueue(project) if project.follow_sitemaps else []

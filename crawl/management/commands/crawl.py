@@ -31,7 +31,17 @@ class Command(BaseCommand):
     help = "Crawl from the given URLs until every reachable in-scope page is done, then print a summary."
 
     def add_arguments(self, parser):
-        parser.add_argument("urls", nargs="+", metavar="URL")
+        parser.add_argument("urls", nargs="*", metavar="URL", help="start pages")
+        parser.add_argument(
+            "--sitemap",
+            action="append",
+            default=[],
+            metavar="URL",
+            help="a sitemap or sitemap index (.xml or .xml.gz) to seed from; repeatable",
+        )
+        parser.add_argument(
+            "--feed", action="append", default=[], metavar="URL", help="an RSS or Atom feed to seed from; repeatable"
+        )
         parser.add_argument("--project", help="project name (default: the first URL's host)")
         parser.add_argument("--max-depth", type=int, help="follow links at most N hops from a seed")
         parser.add_argument("--max-pages", type=int, help="stop discovering after N URLs")
@@ -52,7 +62,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         started = time.monotonic()
-        name = opts["project"] or urlsplit(opts["urls"][0]).hostname or "default"
+        every_url = opts["urls"] + opts["sitemap"] + opts["feed"]
+        if not every_url:
+            raise CommandError("give at least one URL, --sitemap or --feed")
+        name = opts["project"] or urlsplit(every_url[0]).hostname or "default"
         project = project_get_or_create(
             name=name,
             max_depth=opts["max_depth"],
@@ -60,6 +73,8 @@ class Command(BaseCommand):
             allow_private=True if opts["allow_private"] else None,
         )
         new_ids = seeds_add(project=project, urls=opts["urls"])
+        new_ids += seeds_add(project=project, urls=opts["sitemap"], kind="sitemap")
+        new_ids += seeds_add(project=project, urls=opts["feed"], kind="feed")
         if opts["recrawl"]:
             pages_recrawl(project=project)
         pipeline.publish_fetch(new_ids)
