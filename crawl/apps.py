@@ -6,3 +6,10 @@ from django.apps import AppConfig
 class CrawlConfig(AppConfig):
     name = "crawl"
     verbose_name = "Crawl"
+
+    def ready(self) -> None:
+        from django.conf import settings
+
+        from crawl.netguard import allow_networks
+
+        allow_networks(settings.CRAWL_ALLOWED_NETWORKS)

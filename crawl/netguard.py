@@ -31,6 +31,23 @@ def address_is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
+_ALLOWED_NETWORKS: tuple = ()
+
+
+def allow_networks(cidrs: list[str]) -> None:
+    """Networks reachable even though not public (CRAWL_ALLOWED_NETWORKS: an intranet, test hosts)."""
+    global _ALLOWED_NETWORKS
+    _ALLOWED_NETWORKS = tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
+
+
+def address_permitted(address: str) -> bool:
+    """Public, or inside a network the operator explicitly allowed."""
+    if address_is_public(address):
+        return True
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    return any(ip.version == net.version and ip in net for net in _ALLOWED_NETWORKS)
+
+
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
@@ -60,7 +77,7 @@ class GuardedBackend(httpcore.AnyIOBackend):
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         addresses = await resolve(host, port)
         if not self.allow_private:
-            refused = [a for a in addresses if not address_is_public(a)]
+            refused = [a for a in addresses if not address_permitted(a)]
             if refused:
                 raise BlockedAddress(f"{host} resolves to non-public address {refused[0]}")
         return await super().connect_tcp(addresses[0], port, timeout, local_address, socket_options)

@@ -207,6 +207,9 @@ CRAWL_MAX_LINKS_PER_PAGE = env.int("CRAWL_MAX_LINKS_PER_PAGE", default=5000)
 CRAWL_ROBOTS_CACHE_SECONDS = env.int("CRAWL_ROBOTS_CACHE_SECONDS", default=24 * 3600)
 # Global switch for intranet deployments and tests; a project can also allow private networks.
 CRAWL_ALLOW_PRIVATE = env.bool("CRAWL_ALLOW_PRIVATE", default=False)
+# Non-public networks that are reachable anyway, as CIDRs (e.g. one intranet subnet); everything
+# else non-public stays refused.
+CRAWL_ALLOWED_NETWORKS = env.list("CRAWL_ALLOWED_NETWORKS", default=[])
 CRAWL_DEFAULT_USER_AGENT = env.str(
     "CRAWL_DEFAULT_USER_AGENT", default="crawlhub/0.1 (+https://github.com/crawlhub/crawlhub)"
 )

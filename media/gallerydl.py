@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from urllib.parse import urlsplit
 
-from crawl.netguard import address_is_public
+from crawl.netguard import address_permitted
 from media.downloader import Download
 
 EXECUTABLE = "gallery-dl"
@@ -168,7 +168,7 @@ def _address_refusal(url: str, allow_private: bool) -> tuple[str, str] | None:
         infos = socket.getaddrinfo(parts.hostname, None, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         return "dns_error", f"cannot resolve {parts.hostname}: {exc.strerror}"
-    refused = sorted(info[4][0] for info in infos if not address_is_public(info[4][0]))
+    refused = sorted(info[4][0] for info in infos if not address_permitted(info[4][0]))
     if refused and not allow_private:
         return "blocked_address", f"{parts.hostname} resolves to non-public address {refused[0]}"
     return None

@@ -17,7 +17,7 @@ from urllib.parse import urljoin, urlsplit
 
 import yt_dlp
 
-from crawl.netguard import address_is_public
+from crawl.netguard import address_permitted
 from media.downloader import Download
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class HostGuard:
             addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
         except socket.gaierror as exc:
             raise Refused("dns_error", f"cannot resolve {host}: {exc.strerror}") from None
-        refused = sorted(a for a in addresses if not address_is_public(a))
+        refused = sorted(a for a in addresses if not address_permitted(a))
         if refused and not self.allow_private:
             raise Refused("blocked_address", f"{host} resolves to non-public address {refused[0]}")
         self._resolved.add(host)

@@ -1,0 +1,120 @@
+"""The address guard end to end: with private networks refused (the default), no route reaches a
+loopback "victim" server. The crawled site itself lives on 127.0.0.2, allowed explicitly through
+CRAWL_ALLOWED_NETWORKS (as an operator would allow one intranet subnet); 127.0.0.1 stays refused."""
+
+import socket
+import threading
+
+import pytest
+
+from crawl.models import Page
+from crawl.services.projects import project_get_or_create
+from media.models import MediaAsset
+from tests.conftest import last_json_line, run_manage
+from tests.ledger import path_of
+from tests.site import Site, SiteServer
+
+pytestmark = pytest.mark.integration
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+
+
+class Victim:
+    """A TCP listener on 127.0.0.1 that only counts the connections it accepts."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+class AllowedSiteServer(SiteServer):
+    """The test site on 127.0.0.2."""
+
+    def __init__(self, site):
+        super().__init__(site)
+        self.httpd.server_close()
+        from http.server import ThreadingHTTPServer
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.2", 0), self._handler())
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.2:{self.port}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+
+def site_pointing_at(victim: str) -> Site:
+    site = Site()
+    site.files["/robots.txt"] = (404, HTML, b"")
+    site.files["/redirect"] = (302, {"Location": f"{victim}/secret"}, b"")
+    site.files["/img-redirect.jpg"] = (302, {"Location": f"{victim}/x.jpg"}, b"")
+    media = f'<img src="{victim}/direct.jpg"><img src="/img-redirect.jpg">'
+    site.files["/"] = (200, HTML, f'<html><body>{media}<a href="/video.html">v</a></body></html>'.encode())
+    site.files["/video.html"] = (200, HTML, f'<html><body><video src="{victim}/v.mp4"></video></body></html>'.encode())
+    return site
+
+
+def test_no_route_reaches_a_loopback_server_while_the_guard_is_on(workers, worker_env):
+    victim = Victim()
+    port = victim.port
+    env = worker_env | {"CRAWL_ALLOWED_NETWORKS": "127.0.0.2/32"}
+    forms = [
+        f"http://127.0.0.1:{port}/",
+        f"http://localhost:{port}/",
+        f"http://2130706433:{port}/",
+        f"http://0x7f000001:{port}/",
+        f"http://0177.0.0.1:{port}/",
+        f"http://[::ffff:127.0.0.1]:{port}/",
+    ]
+    try:
+        with AllowedSiteServer(site_pointing_at(f"http://127.0.0.1:{port}")) as site:
+            project_get_or_create(name="ssrf", media_any_host=True, media_page_patterns=r"/video\.html$")
+            workers.env = env
+            for stage in ("fetch", "extract", "download"):
+                workers.start(stage, stage)
+            done = run_manage(
+                [
+                    "crawl",
+                    f"{site.url}/",
+                    f"{site.url}/redirect",
+                    *forms,
+                    "--workers",
+                    "0",
+                    "--json",
+                    "--project",
+                    "ssrf",
+                    "--timeout",
+                    "120",
+                ],
+                env,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            summary = last_json_line(done.stdout)
+    finally:
+        victim.close()
+    assert victim.accepted == 0, "a connection reached the loopback server"
+    pages = {p.url: p for p in Page.objects.filter(project__slug="ssrf")}
+    blocked = {u for u, p in pages.items() if p.error_code == "blocked_address"}
+    assert {path_of(u) for u in blocked} == {"/", "/secret"} and len(blocked) >= 5, blocked
+    assert pages[f"{site.url}/redirect"].status_code == 302
+    assets = {path_of(a.url): a.error_code for a in MediaAsset.objects.filter(project__slug="ssrf")}
+    assert assets == {
+        "/direct.jpg": "blocked_address",  # an image on the victim
+        "/img-redirect.jpg": "blocked_address",  # an image that redirects there
+        "/v.mp4": "blocked_address",  # a <video src> there (HTTP downloader)
+        "/video.html": "blocked_address",  # the same video through yt-dlp's page extraction
+    }
+    assert summary["pages_fetched"] == 3  # the site's own pages: /, /redirect, /video.html
