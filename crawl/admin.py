@@ -1,14 +1,32 @@
 """Admin for projects, seeds, the frontier and robots cache (issue 7 builds the full console on it)."""
 
+from django import forms
 from django.contrib import admin, messages
 
 from crawl import pipeline
-from crawl.models import Page, Project, RobotsTxt, Seed
-from crawl.services.projects import project_counts
+from crawl.models import Host, Page, Project, RobotsTxt, Seed
+from crawl.services.projects import project_counts, seed_problem
+
+
+class SeedForm(forms.ModelForm):
+    """Seeds are checked like every URL the crawler would fetch; a refused one says why."""
+
+    class Meta:
+        model = Seed
+        fields = ("url", "kind", "active", "method", "body", "headers")
+
+    def clean_url(self):
+        url = self.cleaned_data["url"]
+        allow_private = bool(self.instance.project_id and self.instance.project.allow_private)
+        problem = seed_problem(url, allow_private=allow_private)
+        if problem:
+            raise forms.ValidationError(problem)
+        return url
 
 
 class SeedInline(admin.TabularInline):
     model = Seed
+    form = SeedForm
     extra = 1
 
 
@@ -22,8 +40,40 @@ class ProjectAdmin(admin.ModelAdmin):
     readonly_fields = ("frontier",)
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "frontier")}),
-        ("Scope", {"fields": ("allowed_domains", "max_depth", "max_pages", "allow_patterns", "deny_patterns")}),
-        ("Fetching", {"fields": ("obey_robots", "user_agent", "concurrency", "allow_private", "download_media")}),
+        (
+            "Scope",
+            {
+                "fields": (
+                    "allowed_domains",
+                    "max_depth",
+                    "max_pages",
+                    "max_pages_per_host",
+                    "allow_patterns",
+                    "deny_patterns",
+                    "follow_sitemaps",
+                )
+            },
+        ),
+        (
+            "Politeness",
+            {"fields": ("obey_robots", "min_delay", "max_per_host", "concurrency", "rate_limit", "rate_burst")},
+        ),
+        ("Requests", {"fields": ("user_agent", "request_headers", "cookies", "proxy", "allow_private")}),
+        (
+            "Media",
+            {
+                "fields": (
+                    "download_media",
+                    "media_kinds",
+                    "media_extensions",
+                    "media_mime_types",
+                    "media_max_bytes",
+                    "media_any_host",
+                    "media_page_patterns",
+                    "gallery_page_patterns",
+                )
+            },
+        ),
     )
 
     @admin.display(description="Frontier by state")
@@ -57,3 +107,32 @@ class PageAdmin(admin.ModelAdmin):
 class RobotsTxtAdmin(admin.ModelAdmin):
     list_display = ("origin", "status_code", "error", "fetched_at")
     search_fields = ("origin",)
+
+
+@admin.register(Host)
+class HostAdmin(admin.ModelAdmin):
+    list_display = (
+        "host",
+        "blocked",
+        "next_allowed_at",
+        "backoff_until",
+        "crawl_delay",
+        "min_delay",
+        "max_in_flight",
+        "last_status",
+        "updated_at",
+    )
+    list_filter = ("blocked",)
+    search_fields = ("host",)
+    readonly_fields = ("next_allowed_at", "backoff_until", "crawl_delay", "last_status", "updated_at")
+    actions = ("block_hosts", "unblock_hosts")
+
+    @admin.action(description="Block selected hosts")
+    def block_hosts(self, request, queryset):
+        n = queryset.update(blocked=True, blocked_reason=f"blocked by {request.user}")
+        self.message_user(request, f"{n} hosts blocked.", messages.SUCCESS)
+
+    @admin.action(description="Unblock selected hosts")
+    def unblock_hosts(self, request, queryset):
+        n = queryset.update(blocked=False, blocked_reason="")
+        self.message_user(request, f"{n} hosts unblocked.", messages.SUCCESS)

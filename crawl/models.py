@@ -30,6 +30,11 @@ class Project(models.Model):
     max_pages = models.PositiveIntegerField(
         null=True, blank=True, help_text="Stop discovering new URLs once the project has this many. Empty: no limit."
     )
+    max_pages_per_host = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="At most this many URLs of any one host (a crawler trap's budget). Empty: no limit.",
+    )
     allow_patterns = models.TextField(
         blank=True, default="", help_text="Regexes, one per line; when set, a URL must match one to be crawled."
     )

@@ -3,18 +3,16 @@
 No Django here: the caller passes limits and the private-network policy in, and gets the same
 FetchResponse the HTTP fetcher returns, its body the rendered DOM.
 
-How the guard works, and its limits:
-- Every request of the browser context (documents, redirects, iframes, scripts, XHR/fetch, images,
-  requests of dedicated workers) goes through `context.route`. The handler checks the URL, then
-  fetches it with `route.fetch(max_redirects=0)` and hands the answer to the page: Playwright never
-  routes a redirect hop the browser follows by itself, so each hop is followed here and checked
-  first (sub-resources inside the handler; the main document by navigating again, so the page keeps
-  its real URL). WebSockets go through `context.route_web_socket`; service workers are blocked.
-- The guard resolves the host with getaddrinfo and the request is then made by Playwright's driver,
-  which resolves the name again: a DNS-rebinding window the httpx fetcher (which connects to the
-  checked address) does not have. Only http(s) and ws(s) are let through (data: and blob: open no
-  connection). What no route sees is not guarded: a `<link rel=preconnect>` may open a bare TCP
-  connection (no bytes sent), and WebSockets opened inside workers are not routed.
+The guard, and its limits:
+- Chromium gets no network of its own (`--host-resolver-rules=MAP * ~NOTFOUND` fails every name
+  and address it would connect to: preconnects, prefetches, WebSockets, TURN; WebRTC UDP is off).
+- Every request of the context (documents, iframes, scripts, XHR/fetch, images, dedicated workers)
+  goes through `context.route`: the handler checks the URL, fetches it with Playwright's driver
+  (`route.fetch`, redirects off) and fulfils the page's request. Playwright never routes a redirect
+  hop the browser follows itself, so hops are followed here, each checked first (the main document
+  by navigating again, so the page keeps its real URL). Service workers and WebSockets are refused.
+- The guard resolves the host with getaddrinfo, then the driver resolves it again to connect: a
+  DNS-rebinding window that the httpx fetcher (it connects to the checked address) does not have.
 - A busy script can hang the renderer so that no call returns (page.content() has no timeout): a
   watchdog thread kills this process's browser past the budget; the next render starts a new one.
 """
@@ -30,7 +28,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from urllib.parse import urldefrag, urljoin, urlsplit
 
-from playwright.sync_api import Browser, Page, Playwright, Route, WebSocketRoute, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Route, WebSocketRoute, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
@@ -50,6 +48,8 @@ LAUNCH_ARGS = (
     "--disable-sync",
     "--disable-quic",
     "--no-first-run",
+    "--host-resolver-rules=MAP * ~NOTFOUND",  # see the module docstring: all traffic goes through routes
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 FETCHED_SCHEMES = frozenset({"http", "https"})
 LOCAL_SCHEMES = frozenset({"data", "blob"})
@@ -111,11 +111,11 @@ class _RenderSession:
     def remaining_ms(self) -> float:
         return max(1.0, (self.deadline - time.monotonic()) * 1000)
 
-    def check(self, url: str, schemes: frozenset = FETCHED_SCHEMES) -> None:
+    def check(self, url: str) -> None:
         """Raise BlockedScheme, BlockedAddress or socket.gaierror unless the URL may be requested.
         The guard's answer is cached per origin for this render."""
         parts = urlsplit(url)
-        if parts.scheme not in schemes:
+        if parts.scheme not in FETCHED_SCHEMES:
             raise BlockedScheme(f"scheme {parts.scheme!r} is not rendered: {url[:200]}")
         origin = (parts.scheme, parts.hostname, parts.port)
         if origin not in self.verdicts:
@@ -165,13 +165,10 @@ class _RenderSession:
             url = target
         return route.abort("failed")  # too many redirects
 
-    def handle_websocket(self, ws: WebSocketRoute) -> None:
-        try:
-            self.check(ws.url, frozenset({"ws", "wss"}))
-        except (BlockedScheme, BlockedAddress, OSError):
-            ws.close(code=1008, reason="blocked by the crawler")
-            return
-        ws.connect_to_server()
+
+def _refuse_websocket(ws: WebSocketRoute) -> None:
+    # The page itself would open the socket, and Chromium has no network: refuse it cleanly.
+    ws.close(code=1008, reason="WebSockets are not rendered")
 
 
 def _abort_code(message: str) -> str:
@@ -290,13 +287,12 @@ class Renderer:
         return response
 
     def _render_into(self, response, session, user_agent, timeout, max_bytes, wait_after_load_ms) -> None:
-        browser = self._ready_browser()
+        context = self._new_context(user_agent)
         session.deadline = time.monotonic() + timeout
         watchdog = self._watchdog(timeout + wait_after_load_ms / 1000 + self.watchdog_grace)
-        context = browser.new_context(user_agent=user_agent, service_workers="block", accept_downloads=False)
         try:
             context.route("**/*", session.handle_request)
-            context.route_web_socket("**/*", session.handle_websocket)
+            context.route_web_socket("**/*", _refuse_websocket)
             session.page = context.new_page()
             main = _navigate(session.page, session, response.url)
             session.page.wait_for_timeout(wait_after_load_ms)
@@ -309,6 +305,15 @@ class Renderer:
     def close(self) -> None:
         if self._pid == os.getpid():
             self._stop()
+
+    def _new_context(self, user_agent: str) -> BrowserContext:
+        """A fresh context per render: no cookies or cache shared between pages."""
+        options = {"user_agent": user_agent, "service_workers": "block", "accept_downloads": False}
+        try:
+            return self._ready_browser().new_context(**options)
+        except PlaywrightError:  # a browser that died since the last render can still look connected
+            self._stop()
+            return self._ready_browser().new_context(**options)
 
     def _ready_browser(self) -> Browser:
         if self._pid != os.getpid():

@@ -9,6 +9,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+from django.db.models import Count
 from django.utils import timezone
 
 from crawl.models import Page
@@ -135,3 +136,21 @@ def test_it_marks_a_page_done_only_when_its_media_is_no_longer_pending(project):
     MediaAsset.objects.filter(id=asset.id).update(state="done")
     assert pages_complete(asset_ids=[asset.id]) == 1
     assert Page.objects.get(id=page.id).state == "done"
+
+
+def test_it_gives_each_host_its_own_page_budget(project):
+    project.max_pages_per_host = 3
+    project.save()
+    pages_discover(project=project, urls=urls(10) + urls(10, host="sub.site.test"), depth=1)
+    per_host = dict(Page.objects.filter(project=project).values_list("host").annotate(n=Count("id")))
+    assert per_host == {"site.test": 3, "sub.site.test": 3}
+
+
+def test_it_refuses_seeds_with_a_clear_reason():
+    from crawl.services.projects import seed_problem
+
+    assert seed_problem("ftp://example.com/x", allow_private=False).startswith("blocked_scheme")
+    assert seed_problem("http//nope", allow_private=False).startswith("invalid_url")
+    assert "non-public address" in seed_problem("http://127.0.0.1:8000/", allow_private=False)
+    assert "non-public address" in seed_problem("http://localhost/", allow_private=False)
+    assert seed_problem("http://127.0.0.1:8000/", allow_private=True) is None

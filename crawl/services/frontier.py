@@ -5,7 +5,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import Count, F
 from django.utils import timezone
 
 from crawl.db import insert_new
@@ -83,10 +83,25 @@ def _new_page(project, canonical, key, depth, parent_id, redirect_hops, **extra)
 
 
 def _within_budget(project: Project, rows: list[Page]) -> list[Page]:
+    """Trim to the project's page budget and each host's (a calendar or session-id trap stops there)."""
+    if project.max_pages_per_host is not None and rows:
+        rows = _within_host_budgets(project, rows)
     if project.max_pages is None:
         return rows
     room = project.max_pages - Page.objects.filter(project=project).count()
     return rows[: max(0, room)]
+
+
+def _within_host_budgets(project: Project, rows: list[Page]) -> list[Page]:
+    hosts = {r.host for r in rows}
+    counts = Page.objects.filter(project=project, host__in=hosts).values_list("host").annotate(n=Count("id"))
+    room = {h: project.max_pages_per_host for h in hosts} | {h: project.max_pages_per_host - n for h, n in counts}
+    kept = []
+    for row in rows:
+        if room[row.host] > 0:
+            room[row.host] -= 1
+            kept.append(row)
+    return kept
 
 
 def seeds_enqueue(project: Project) -> list[int]:

@@ -1,9 +1,14 @@
 """Project and seed writes used by commands, the admin and (later) the API."""
 
+import socket
+
+from django.conf import settings
 from django.db import transaction
 from django.utils.text import slugify
 
 from crawl.models import Page, Project, Seed
+from crawl.netguard import address_permitted
+from crawl.urls import InvalidURL, canonicalize, host_of
 
 from .frontier import forget_scope, seeds_enqueue
 
@@ -68,3 +73,23 @@ def sitemaps_offer(*, project: Project, urls: list[str]) -> list[int]:
     seeds = [Seed(project=project, url=u, kind=Seed.Kind.SITEMAP, active=project.follow_sitemaps) for u in fresh]
     Seed.objects.bulk_create(seeds, ignore_conflicts=True)
     return seeds_enqueue(project) if project.follow_sitemaps else []
+
+
+def seed_problem(url: str, *, allow_private: bool) -> str | None:
+    """Why a seed would be refused (not a crawlable URL, or a host that resolves to a refused
+    address), or None. The same rules the fetcher applies, checked when the seed is added."""
+    try:
+        canonical = canonicalize(url)
+    except InvalidURL as exc:
+        return f"{exc.code}: {exc}"
+    if allow_private or settings.CRAWL_ALLOW_PRIVATE:
+        return None
+    host = host_of(canonical)
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except (socket.gaierror, UnicodeError):
+        return None  # unresolvable now: the fetch records dns_error, and may succeed later
+    refused = sorted(a for a in addresses if not address_permitted(a))
+    if refused:
+        return f"blocked_address: {host} resolves to {refused[0]}, a non-public address (allow private networks?)"
+    return None

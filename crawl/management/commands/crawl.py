@@ -19,7 +19,7 @@ from crawl import pipeline
 from crawl.models import Page
 from crawl.selectors import project_errors, project_progress
 from crawl.services.frontier import pages_recrawl
-from crawl.services.projects import project_get_or_create, seeds_add
+from crawl.services.projects import project_get_or_create, seed_problem, seeds_add
 from crawl.services.reaper import reap
 from crawl.workers import EmbeddedWorker
 
@@ -72,6 +72,10 @@ class Command(BaseCommand):
             max_pages=opts["max_pages"],
             allow_private=True if opts["allow_private"] else None,
         )
+        for url in every_url:
+            problem = seed_problem(url, allow_private=project.allow_private)
+            if problem:
+                self.stderr.write(f"refused seed {url}: {problem}")
         new_ids = seeds_add(project=project, urls=opts["urls"])
         new_ids += seeds_add(project=project, urls=opts["sitemap"], kind="sitemap")
         new_ids += seeds_add(project=project, urls=opts["feed"], kind="feed")
