@@ -32,6 +32,7 @@ class FetchLimits:
     read_timeout: float = 20.0
     total_timeout: float = 60.0
     max_bytes: int = 10 * 1024 * 1024
+    truncate: bool = False  # keep the first max_bytes instead of failing (robots.txt: RFC 9309 2.5)
 
 
 @dataclass
@@ -114,14 +115,14 @@ async def fetch(
     timeout = httpx.Timeout(limits.read_timeout, connect=limits.connect_timeout)
     try:
         async with asyncio.timeout(limits.total_timeout):
-            await _stream_into(response, client, (method, url, headers, body), timeout, limits.max_bytes)
+            await _stream_into(response, client, (method, url, headers, body), timeout, limits)
     except Exception as exc:
         response.error_code, response.error_message = classify_error(exc, limits)
     response.elapsed = time.monotonic() - started
     return response
 
 
-async def _stream_into(response, client, request, timeout, max_bytes) -> None:
+async def _stream_into(response, client, request, timeout, limits: FetchLimits) -> None:
     method, url, headers, body = request
     headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
     async with client.stream(method, url, headers=headers, content=body, timeout=timeout) as r:
@@ -129,10 +130,24 @@ async def _stream_into(response, client, request, timeout, max_bytes) -> None:
         response.headers = {k.lower(): v for k, v in r.headers.items()}
         if "location" in response.headers:
             response.location = urljoin(url, response.headers["location"].strip())
-        declared = r.headers.get("content-length", "")
+        max_bytes, declared = limits.max_bytes, r.headers.get("content-length", "")
+        if limits.truncate:
+            response.body = await _read_truncated(r, max_bytes)
+            return
         if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in r.headers:
             raise BodyTooLarge(f"Content-Length {declared} exceeds the {max_bytes}-byte cap")
         response.body = b"".join([chunk async for chunk in iter_capped(r, max_bytes)])
+
+
+async def _read_truncated(r: httpx.Response, max_bytes: int) -> bytes:
+    chunks, size = [], 0
+    try:
+        async for chunk in iter_capped(r, max_bytes):
+            chunks.append(chunk)
+            size += len(chunk)
+    except BodyTooLarge:
+        pass  # the first max_bytes are kept; the rest is never read
+    return b"".join(chunks)[:max_bytes]
 
 
 ACCEPT_ENCODING = "gzip, deflate"  # only what iter_capped decodes itself

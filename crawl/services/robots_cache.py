@@ -21,7 +21,9 @@ _LOCAL: dict[tuple[str, bool], tuple[float, RobotsPolicy]] = {}
 ANSWER_SECONDS = 300
 FAILURE_SECONDS = 10
 ROBOTS_REDIRECT_HOPS = 5  # RFC 9309 2.3.1.2: follow at least five redirects
-ROBOTS_LIMITS = FetchLimits(connect_timeout=10, read_timeout=15, total_timeout=30, max_bytes=MAX_ROBOTS_BYTES)
+ROBOTS_LIMITS = FetchLimits(
+    connect_timeout=10, read_timeout=15, total_timeout=30, max_bytes=MAX_ROBOTS_BYTES + 65536, truncate=True
+)
 
 
 def robots_policies(origins: set[str], *, allow_private: bool, user_agent: str) -> dict[str, RobotsPolicy]:
