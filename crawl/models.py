@@ -181,6 +181,7 @@ class Page(models.Model):
         default=dict, blank=True, help_text="Request overrides (method, body, headers) for seeds that need them."
     )
     fetched_at = models.DateTimeField(null=True, blank=True)
+    fetch_ms = models.PositiveIntegerField(null=True, blank=True, help_text="How long the last fetch took.")
     fetched_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that fetched it.")
     extracted_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that extracted it.")
     error_code = models.CharField(max_length=40, blank=True, default="")

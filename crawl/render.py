@@ -82,6 +82,15 @@ class TooManyRedirects(Exception):
     pass
 
 
+EXCEPTION_CODES = (
+    (BlockedAddress, "blocked_address"),
+    (BlockedScheme, "blocked_scheme"),
+    (BodyTooLarge, "body_too_large"),
+    (socket.gaierror, "dns_error"),
+    (TooManyRedirects, "too_many_redirects"),
+)
+
+
 def address_guard(*, allow_private: bool) -> Guard:
     """The default policy: a URL is allowed when its host resolves only to public addresses.
 
@@ -91,7 +100,11 @@ def address_guard(*, allow_private: bool) -> Guard:
     def allows(url: str) -> bool:
         if allow_private:
             return True
-        infos = socket.getaddrinfo(urlsplit(url).hostname or "", None, type=socket.SOCK_STREAM)
+        host = urlsplit(url).hostname or ""
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise socket.gaierror(exc.errno, f"cannot resolve {host}: {exc.strerror}") from None
         return all(address_is_public(info[4][0]) for info in infos)
 
     return allows
@@ -142,6 +155,8 @@ class _RenderSession:
         request, url = route.request, route.request.url
         if urlsplit(url).scheme in LOCAL_SCHEMES:
             return route.continue_()
+        if request.resource_type == "media":  # audio/video: the driver would buffer the whole file
+            return route.abort("blockedbyclient")
         is_main = self.page is not None and request.is_navigation_request() and request.frame == self.page.main_frame
         self.start_url = self.start_url or (url if is_main else "")
         for _ in range(MAX_REDIRECTS + 1):
@@ -194,16 +209,9 @@ def _navigate(page: Page, session: _RenderSession, url: str):
 def classify_render_error(exc: BaseException, *, timeout: float, detail: str = "") -> tuple[str, str]:
     """Map an exception to (error_code, message); `detail` is the driver's error for the main document."""
     message = (str(exc).split("\n", 1)[0] or exc.__class__.__name__) + (f" ({detail})" if detail else "")
-    if isinstance(exc, BlockedAddress):
-        return "blocked_address", message
-    if isinstance(exc, BlockedScheme):
-        return "blocked_scheme", message
-    if isinstance(exc, BodyTooLarge):
-        return "body_too_large", message
-    if isinstance(exc, socket.gaierror):
-        return "dns_error", f"cannot resolve: {message}"
-    if isinstance(exc, TooManyRedirects):
-        return "too_many_redirects", message
+    for kind, code in EXCEPTION_CODES:
+        if isinstance(exc, kind):
+            return code, message
     if isinstance(exc, PlaywrightTimeoutError):
         return "render_timeout", f"page did not load within {timeout:g} s"
     for marker, code in NET_ERRORS.items():

@@ -59,6 +59,12 @@ def looks_like_html(content_type: str, body: bytes) -> bool:
     return head.startswith((b"<!doctype html", b"<html")) or b"<body" in head
 
 
+def looks_binary(body: bytes) -> bool:
+    """Binary served as text/html: NUL bytes in the first KiB (UTF-16 pages start with a BOM)."""
+    head = body[:1024]
+    return b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
+
+
 def absolute_http_url(base: str, href: str) -> str | None:
     """href resolved against base, without fragment, or None unless it is http(s)."""
     href = (href or "").strip()

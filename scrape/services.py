@@ -18,7 +18,7 @@ from crawl.sitemaps import parse_listing
 from media.downloading import project_media_rules
 from media.services import assets_link_many
 
-from .extractors import Extraction, extract_html, looks_like_html, media_kind_of
+from .extractors import Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
 from .models import Item
 
 log = logging.getLogger("crawlhub.extract")
@@ -71,8 +71,9 @@ def _extract(page: Page, content: PageContent | None) -> PageResult:
     body = zlib.decompress(content.body) if content is not None else b""
     if page.kind in ("sitemap", "feed"):
         return _listing(page, body)
-    if not looks_like_html(page.content_type, body):
-        message = f"{page.content_type or 'a body of unknown type'} is not HTML: nothing to extract"
+    if not looks_like_html(page.content_type, body) or looks_binary(body):
+        kind = page.content_type or "a body of unknown type"
+        message = f"{kind} is not HTML{' (binary bytes)' if looks_binary(body) else ''}: nothing to extract"
         return PageResult(
             page=page, changes={"state": Page.State.FAILED, "error_code": "not_html", "error_message": message}
         )

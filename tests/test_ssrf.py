@@ -2,7 +2,6 @@
 loopback "victim" server. The crawled site itself lives on 127.0.0.2, allowed explicitly through
 CRAWL_ALLOWED_NETWORKS (as an operator would allow one intranet subnet); 127.0.0.1 stays refused."""
 
-import socket
 import threading
 
 import pytest
@@ -11,35 +10,12 @@ from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset
 from tests.conftest import last_json_line, run_manage
+from tests.hostile import Victim
 from tests.ledger import path_of
 from tests.site import Site, SiteServer
 
 pytestmark = pytest.mark.integration
 HTML = {"Content-Type": "text/html; charset=utf-8"}
-
-
-class Victim:
-    """A TCP listener on 127.0.0.1 that only counts the connections it accepts."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-    def close(self):
-        self.sock.close()
 
 
 class AllowedSiteServer(SiteServer):

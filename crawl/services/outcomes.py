@@ -16,7 +16,7 @@ RETRYABLE_EXTRA = ("robots_unavailable", "host_backoff")
 def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None = None) -> dict:
     """The row changes for one response. backoff_until: the host asked us to wait (Retry-After)."""
     now = timezone.now()
-    base = {"fetched_at": now, "error_code": "", "error_message": ""}
+    base = {"fetched_at": now, "error_code": "", "error_message": "", "fetch_ms": int(response.elapsed * 1000)}
     if response.status_code == 304:
         return base | {"state": Page.State.DONE, "not_modified_at": now}  # unchanged: nothing new stored
     if response.status_code is not None:

@@ -21,9 +21,17 @@ _LOCAL: dict[tuple[str, bool], tuple[float, RobotsPolicy]] = {}
 ANSWER_SECONDS = 300
 FAILURE_SECONDS = 10
 ROBOTS_REDIRECT_HOPS = 5  # RFC 9309 2.3.1.2: follow at least five redirects
-ROBOTS_LIMITS = FetchLimits(
-    connect_timeout=10, read_timeout=15, total_timeout=30, max_bytes=MAX_ROBOTS_BYTES + 65536, truncate=True
-)
+
+
+def robots_limits() -> FetchLimits:
+    """The site-wide timeouts; the first 500 KiB of a huge file are kept and parsed (RFC 9309 2.5)."""
+    return FetchLimits(
+        connect_timeout=settings.CRAWL_CONNECT_TIMEOUT,
+        read_timeout=settings.CRAWL_READ_TIMEOUT,
+        total_timeout=settings.CRAWL_TOTAL_TIMEOUT,
+        max_bytes=MAX_ROBOTS_BYTES + 65536,
+        truncate=True,
+    )
 
 
 def robots_policies(origins: set[str], *, allow_private: bool, user_agent: str) -> dict[str, RobotsPolicy]:
@@ -51,7 +59,7 @@ def _fetch_and_store(origin: str, *, allow_private: bool, user_agent: str) -> Ro
     client = runner.client(allow_private=allow_private)
     url = f"{origin}/robots.txt"
     for _ in range(ROBOTS_REDIRECT_HOPS + 1):
-        response = runner.run(fetch(client, url, headers={"User-Agent": user_agent}, limits=ROBOTS_LIMITS))
+        response = runner.run(fetch(client, url, headers={"User-Agent": user_agent}, limits=robots_limits()))
         if not response.is_redirect:
             break
         url = response.location
