@@ -11,8 +11,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     XDG_CACHE_HOME=/app/var/cache
 
 # ffmpeg: media downloads (yt-dlp merges and HLS need it; DESIGN.md §5).
+# chromium: JavaScript rendering (crawl/render.py drives it with Playwright; never `playwright install`).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ffmpeg \
+    && apt-get install -y --no-install-recommends ffmpeg chromium \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

@@ -51,6 +51,9 @@ class Project(models.Model):
     allow_private = models.BooleanField(
         default=False, help_text="Allow loopback and private addresses (intranet crawls, tests)."
     )
+    render_js = models.BooleanField(
+        default=False, help_text="Render pages in headless Chromium (the render queue) so script-built links are seen."
+    )
     follow_sitemaps = models.BooleanField(
         default=False,
         help_text="Crawl the sitemaps robots.txt names (they are always offered as inactive seeds).",

@@ -20,14 +20,21 @@ def _send(task_name: str, ids: list[int], batch: int) -> None:
 
 
 def publish_fetch(page_ids: list[int], hosts: dict[int, str] | None = None) -> None:
-    """Publish fetch batches grouped by host (one batch reuses its host's connections)."""
+    """Publish fetch batches grouped by host (one batch reuses its host's connections); pages of
+    projects that render JavaScript go to the render queue instead."""
     if not page_ids:
         return
+    from crawl.models import Page
+
+    rendered = set(Page.objects.filter(id__in=page_ids, project__render_js=True).values_list("id", flat=True))
     by_host = defaultdict(list)
     for pid in page_ids:
-        by_host[(hosts or {}).get(pid, "")].append(pid)
-    for ids in by_host.values():
-        _send("crawl.fetch_batch", ids, settings.CRAWL_FETCH_BATCH)
+        by_host[(pid in rendered, (hosts or {}).get(pid, ""))].append(pid)
+    for (render, _host), ids in by_host.items():
+        if render:
+            _send("crawl.render_batch", ids, settings.CRAWL_RENDER_BATCH)
+        else:
+            _send("crawl.fetch_batch", ids, settings.CRAWL_FETCH_BATCH)
 
 
 def publish_extract(page_ids: list[int]) -> None:

@@ -13,6 +13,8 @@ The guard, and its limits:
   by navigating again, so the page keeps its real URL). Service workers and WebSockets are refused.
 - The guard resolves the host with getaddrinfo, then the driver resolves it again to connect: a
   DNS-rebinding window that the httpx fetcher (it connects to the checked address) does not have.
+- The driver buffers each response whole: audio/video requests are refused, and max_bytes caps the
+  rendered HTML, not what the driver downloads.
 - A busy script can hang the renderer so that no call returns (page.content() has no timeout): a
   watchdog thread kills this process's browser past the budget; the next render starts a new one.
 """
@@ -33,7 +35,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from .fetcher import BodyTooLarge, FetchResponse
-from .netguard import BlockedAddress, address_is_public
+from .netguard import BlockedAddress, address_permitted
 
 log = logging.getLogger("crawlhub.render")
 
@@ -105,7 +107,7 @@ def address_guard(*, allow_private: bool) -> Guard:
             infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
             raise socket.gaierror(exc.errno, f"cannot resolve {host}: {exc.strerror}") from None
-        return all(address_is_public(info[4][0]) for info in infos)
+        return all(address_permitted(info[4][0]) for info in infos)
 
     return allows
 

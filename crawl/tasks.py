@@ -14,6 +14,13 @@ def fetch_batch(self, page_ids: list[int]) -> int:
     return len(fetched)
 
 
+@shared_task(name="crawl.render_batch", bind=True, soft_time_limit=570, time_limit=600)
+def render_batch(self, page_ids: list[int]) -> int:
+    fetched = pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", render=True)
+    pipeline.publish_extract(fetched)
+    return len(fetched)
+
+
 @shared_task(name="crawl.reap", soft_time_limit=50, time_limit=60)
 def reap_task() -> dict:
     return vars(reap())

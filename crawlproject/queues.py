@@ -1,13 +1,15 @@
-"""The pipeline's queues and the one place that knows the stage order (fetch -> extract -> download)."""
+"""The pipeline's queues and task routes (crawl/pipeline.py knows the stage order)."""
 
 FETCH = "fetch"
 EXTRACT = "extract"
 DOWNLOAD = "download"
-STAGE_QUEUES = (FETCH, EXTRACT, DOWNLOAD)
+RENDER = "render"  # fetch in headless Chromium, for projects with render_js (needs a worker with chromium)
+STAGE_QUEUES = (FETCH, EXTRACT, DOWNLOAD, RENDER)
 
 TASK_ROUTES = {
     "crawl.fetch_batch": {"queue": FETCH},
     "crawl.reap": {"queue": FETCH},
+    "crawl.render_batch": {"queue": RENDER},
     "scrape.extract_batch": {"queue": EXTRACT},
     "media.download_batch": {"queue": DOWNLOAD},
 }

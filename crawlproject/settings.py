@@ -187,6 +187,9 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # --- Crawl behaviour ---------------------------------------------------------------------------
 CRAWL_FETCH_BATCH = env.int("CRAWL_FETCH_BATCH", default=50)
 CRAWL_EXTRACT_BATCH = env.int("CRAWL_EXTRACT_BATCH", default=50)
+CRAWL_RENDER_BATCH = env.int("CRAWL_RENDER_BATCH", default=10)
+CRAWL_RENDER_TIMEOUT = env.float("CRAWL_RENDER_TIMEOUT", default=30.0)
+CRAWL_CHROMIUM_PATH = env.str("CRAWL_CHROMIUM_PATH", default="")
 CRAWL_DOWNLOAD_BATCH = env.int("CRAWL_DOWNLOAD_BATCH", default=10)
 # A claimed batch is owned for this long; after it the reaper gives the work to someone else.
 CRAWL_LEASE_SECONDS = env.int("CRAWL_LEASE_SECONDS", default=600)

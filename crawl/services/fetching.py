@@ -2,6 +2,7 @@
 result by compare-and-set on the lease."""
 
 import logging
+import time
 import zlib
 from collections import defaultdict
 
@@ -17,6 +18,7 @@ from .frontier import page_finish, pages_claim_for_fetch
 from .outcomes import failure, outcome, postpone
 from .politeness import host_back_off, hosts_plan
 from .projects import sitemaps_offer
+from .rendering import render_page
 from .robots_cache import robots_policies
 
 log = logging.getLogger("crawlhub.fetch")
@@ -39,26 +41,30 @@ def allows_private(project: Project) -> bool:
     return project.allow_private or settings.CRAWL_ALLOW_PRIVATE
 
 
-def pages_fetch(*, page_ids: list[int], worker: str = "") -> list[int]:
-    """Fetch the claimable pages among page_ids; return the ids now `fetched` (ready to extract)."""
+def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False) -> list[int]:
+    """Fetch the claimable pages among page_ids (in headless Chromium when `render`); return the
+    ids now `fetched` (ready to extract)."""
     token, pages = pages_claim_for_fetch(page_ids)
     by_project = defaultdict(list)
     for page in pages:
         by_project[page.project_id].append(page)
     fetched = []
     for project_pages in by_project.values():
-        fetched += _fetch_project_pages(project_pages, token, worker)
+        fetched += _fetch_project_pages(project_pages, token, worker, render)
     return fetched
 
 
-def _fetch_project_pages(pages: list[Page], token, worker: str) -> list[int]:
+def _fetch_project_pages(pages: list[Page], token, worker: str, render: bool) -> list[int]:
     project = pages[0].project
     agent, private = user_agent_of(project), allows_private(project)
     allowed, refused, delays = _split_by_robots(pages, project, agent, private)
     now_pages, later, requests = _schedule(project, allowed, delays, refused)
-    client = runner.client(allow_private=private, proxy=project.proxy)
-    concurrency = min(project.concurrency, project.max_per_host)
-    responses = runner.run(fetch_many(client, requests, limits=fetch_limits(), concurrency=concurrency))
+    if render:
+        responses = _render_all(requests, private, agent)
+    else:
+        client = runner.client(allow_private=private, proxy=project.proxy)
+        concurrency = min(project.concurrency, project.max_per_host)
+        responses = runner.run(fetch_many(client, requests, limits=fetch_limits(), concurrency=concurrency))
     backoffs = _record_backoffs(responses)
     with transaction.atomic():
         for page, (code, message) in refused:
@@ -77,6 +83,15 @@ def _fetch_project_pages(pages: list[Page], token, worker: str) -> list[int]:
                 **postpone("host_busy", "waiting for the host's next politeness slot", when),
             )
         return _record_responses(now_pages, responses, backoffs, token, worker)
+
+
+def _render_all(requests: list[FetchRequest], private: bool, agent: str) -> list[FetchResponse]:
+    """One page at a time in this process's headless Chromium, each at its politeness slot."""
+    responses = []
+    for request in requests:
+        time.sleep(max(0.0, request.start_at - time.time()))
+        responses.append(render_page(request.url, allow_private=private, user_agent=agent))
+    return responses
 
 
 def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list, dict]:

@@ -1,0 +1,57 @@
+"""Headless Chromium for the render queue, kept in a thread of its own.
+
+Playwright's sync API leaves an asyncio loop running in the thread that uses it, and Django then
+refuses database calls from that thread (SynchronousOnlyOperation). So the browser lives in one
+dedicated thread per worker process, and the task's thread, which does the database work, only
+hands it URLs and waits for the answers.
+"""
+
+import os
+import queue
+import threading
+from concurrent.futures import Future
+
+from django.conf import settings
+
+from crawl.fetcher import FetchResponse
+
+_THREAD: tuple[int, queue.Queue] | None = None
+
+
+def render_page(url: str, *, allow_private: bool, user_agent: str) -> FetchResponse:
+    """Render one page in this process's browser thread (started on first use, after fork too)."""
+    future: Future = Future()
+    _jobs().put(
+        (
+            future,
+            url,
+            {
+                "allow_private": allow_private,
+                "user_agent": user_agent,
+                "timeout": settings.CRAWL_RENDER_TIMEOUT,
+                "max_bytes": settings.CRAWL_MAX_BODY_BYTES,
+            },
+        )
+    )
+    return future.result()
+
+
+def _jobs() -> queue.Queue:
+    global _THREAD
+    if _THREAD is None or _THREAD[0] != os.getpid():
+        jobs: queue.Queue = queue.Queue()
+        threading.Thread(target=_serve, args=(jobs,), name="chromium", daemon=True).start()
+        _THREAD = (os.getpid(), jobs)
+    return _THREAD[1]
+
+
+def _serve(jobs: queue.Queue) -> None:
+    from crawl.render import Renderer  # Playwright is heavy: only processes that render load it
+
+    renderer = Renderer(executable_path=settings.CRAWL_CHROMIUM_PATH or None)
+    while True:
+        future, url, options = jobs.get()
+        try:
+            future.set_result(renderer.render(url, **options))
+        except BaseException as exc:  # render() never raises; this keeps the thread alive if it does
+            future.set_exception(exc)
