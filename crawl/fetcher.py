@@ -251,17 +251,20 @@ class ClientRunner:
 runner = ClientRunner()
 
 
-async def fetch_many(client, requests: list[FetchRequest], *, limits: FetchLimits, concurrency: int):
-    """Send the requests with at most `concurrency` in flight, none before its start_at; results in
-    input order. A 429/503 with Retry-After holds back this batch's later requests to that host:
-    they come back as `host_backoff` (retried later) instead of being sent."""
+async def fetch_many(
+    client, requests: list[FetchRequest], *, limits: FetchLimits, concurrency: int, per_host: dict | None = None
+):
+    """Send the requests with at most `concurrency` in flight (and per_host[host] to one host), none
+    before its start_at; results in input order. A 429/503 with Retry-After holds back this
+    batch's later requests to that host: they come back as `host_backoff` (retried later)."""
     gate = asyncio.Semaphore(max(1, concurrency))
+    host_gates = {h: asyncio.Semaphore(max(1, n)) for h, n in (per_host or {}).items()}
     paused: dict[str, float] = {}
 
     async def one(request: FetchRequest) -> FetchResponse:
         await asyncio.sleep(max(0.0, request.start_at - time.time()))
-        async with gate:
-            host = httpx.URL(request.url).host
+        host = httpx.URL(request.url).host
+        async with host_gates.get(host, gate), gate:
             if paused.get(host, 0) > time.time():
                 return FetchResponse(
                     url=request.url, error_code="host_backoff", error_message="the host asked us to wait (Retry-After)"

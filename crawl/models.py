@@ -243,3 +243,13 @@ class Host(models.Model):
 
     def __str__(self) -> str:
         return self.host
+
+
+class HostLease(models.Model):
+    """Requests a batch may have in flight to a host at once; an expired lease (a killed worker's)
+    simply stops counting, so capacity is never lost."""
+
+    host = models.CharField(max_length=255, db_index=True)
+    token = models.UUIDField(db_index=True)
+    slots = models.PositiveSmallIntegerField()
+    expires_at = models.DateTimeField()

@@ -16,7 +16,7 @@ from crawl.urls import host_of, origin_of
 
 from .frontier import page_finish, pages_claim_for_fetch
 from .outcomes import failure, outcome, postpone
-from .politeness import host_back_off, hosts_plan
+from .politeness import host_back_off, hosts_plan, hosts_release
 from .projects import sitemaps_offer
 from .rendering import render_page
 from .robots_cache import robots_policies
@@ -58,13 +58,17 @@ def _fetch_project_pages(pages: list[Page], token, worker: str, render: bool) ->
     project = pages[0].project
     agent, private = user_agent_of(project), allows_private(project)
     allowed, refused, delays = _split_by_robots(pages, project, agent, private)
-    now_pages, later, requests = _schedule(project, allowed, delays, refused)
-    if render:
-        responses = _render_all(requests, private, agent)
-    else:
-        client = runner.client(allow_private=private, proxy=project.proxy)
-        concurrency = min(project.concurrency, project.max_per_host)
-        responses = runner.run(fetch_many(client, requests, limits=fetch_limits(), concurrency=concurrency))
+    now_pages, later, requests, per_host = _schedule(project, allowed, delays, refused, token)
+    try:
+        if render:
+            responses = _render_all(requests, private, agent)
+        else:
+            client = runner.client(allow_private=private, proxy=project.proxy)
+            responses = runner.run(
+                fetch_many(client, requests, limits=fetch_limits(), concurrency=project.concurrency, per_host=per_host)
+            )
+    finally:
+        hosts_release(token)
     backoffs = _record_backoffs(responses)
     with transaction.atomic():
         for page, (code, message) in refused:
@@ -118,12 +122,14 @@ def _offer_sitemaps(project: Project, policies: dict) -> None:
         pipeline.publish_fetch(sitemaps_offer(project=project, urls=urls))
 
 
-def _schedule(project, pages, delays, refused) -> tuple[list[Page], list, list[FetchRequest]]:
-    """Politeness slots: which pages go now (with their start times) and which wait for later."""
+def _schedule(project, pages, delays, refused, token) -> tuple[list[Page], list, list[FetchRequest], dict]:
+    """Politeness: which pages go now (with their start times), which wait for later, and how
+    many requests may be open to each host at once."""
     by_host = defaultdict(list)
     for page in pages:
         by_host[page.host].append(page)
-    plans = hosts_plan(project=project, wanted={h: len(p) for h, p in by_host.items()}, crawl_delays=delays)
+    wanted = {h: len(p) for h, p in by_host.items()}
+    plans = hosts_plan(project=project, wanted=wanted, crawl_delays=delays, token=token)
     now_pages, later, requests = [], [], []
     for host, host_pages in by_host.items():
         plan = plans[host]
@@ -134,7 +140,7 @@ def _schedule(project, pages, delays, refused) -> tuple[list[Page], list, list[F
             now_pages.append(page)
             requests.append(build_request(project, page, start_at=plan.slot(index)))
         later += [(p, plan.retry_at) for p in host_pages[plan.granted :]]
-    return now_pages, later, requests
+    return now_pages, later, requests, {h: plan.in_flight for h, plan in plans.items()}
 
 
 def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> FetchRequest:

@@ -8,18 +8,21 @@ go back to the queue with next_fetch_at at their host's next free slot, so no wo
 """
 
 import math
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
-from crawl.models import Host, Project
+from crawl.models import Host, HostLease, Project
 
 HORIZON_SECONDS = 60.0
 SLOT_MARGIN = 0.1  # seconds added to each slot: scheduling jitter must never bring two requests closer than the delay
 MAX_BACKOFF_SECONDS = 3600.0
+BUSY_RETRY_SECONDS = 2.0
 
 
 @dataclass
@@ -33,6 +36,7 @@ class HostPlan:
     granted: int = 0
     retry_at: datetime | None = None  # when the requests not granted now may be tried
     refused: str = ""
+    in_flight: int = 1  # requests this batch may have open to the host at once (held by a HostLease)
 
     def slot(self, index: int) -> float:
         return self.start_at.timestamp() + index * self.spacing
@@ -44,22 +48,31 @@ def horizon_seconds() -> float:
 
 
 def hosts_plan(
-    *, project: Project, wanted: dict[str, int], crawl_delays: dict[str, float | None]
+    *, project: Project, wanted: dict[str, int], crawl_delays: dict[str, float | None], token: uuid.UUID
 ) -> dict[str, HostPlan]:
-    """Reserve request slots on each host (row locks taken in host order: no deadlocks)."""
+    """Reserve request slots and in-flight capacity on each host (row locks taken in host order:
+    no deadlocks). The capacity is held by a HostLease under `token`: hosts_release(token) frees it."""
     Host.objects.bulk_create([Host(host=h) for h in sorted(wanted)], ignore_conflicts=True)
     with transaction.atomic():
-        plans = {h: _reserve(project, h, wanted[h], crawl_delays.get(h)) for h in sorted(wanted)}
+        plans = {h: _reserve(project, h, wanted[h], crawl_delays.get(h), token) for h in sorted(wanted)}
     if project.rate_limit > 0:
         _apply_bucket(project, plans)
     return plans
 
 
-def _reserve(project: Project, host: str, wanted: int, crawl_delay: float | None) -> HostPlan:
+def hosts_release(token: uuid.UUID) -> None:
+    """The batch is done with its hosts: its in-flight capacity goes back to the other workers."""
+    HostLease.objects.filter(token=token).delete()
+
+
+def _reserve(project: Project, host: str, wanted: int, crawl_delay: float | None, token) -> HostPlan:
     row = Host.objects.select_for_update().get(host=host)
     now = timezone.now()
     if row.blocked:
         return HostPlan(host=host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
+    free = _free_capacity(project, row, now)
+    if free <= 0:  # other workers hold every connection the host allows: come back shortly
+        return HostPlan(host=host, start_at=now, retry_at=now + timedelta(seconds=BUSY_RETRY_SECONDS))
     robots_delay = (crawl_delay or 0.0) if project.obey_robots else 0.0
     delay = max(project.min_delay, row.min_delay or 0.0, robots_delay)
     start = max(now, row.next_allowed_at, row.backoff_until or now)
@@ -72,12 +85,25 @@ def _reserve(project: Project, host: str, wanted: int, crawl_delay: float | None
     else:
         granted = wanted
     next_free = start + timedelta(seconds=granted * spacing)
-    plan = HostPlan(host=host, start_at=start, spacing=spacing, granted=granted, retry_at=next_free)
+    in_flight = max(1, min(free, granted))
+    plan = HostPlan(
+        host=host, start_at=start, spacing=spacing, granted=granted, retry_at=next_free, in_flight=in_flight
+    )
+    if granted:
+        lease_end = now + timedelta(seconds=settings.CRAWL_LEASE_SECONDS)
+        HostLease.objects.create(host=host, token=token, slots=in_flight, expires_at=lease_end)
     if spacing and granted:
         row.next_allowed_at = next_free
     row.crawl_delay = crawl_delay
     row.save(update_fields=["next_allowed_at", "crawl_delay", "updated_at"])
     return plan
+
+
+def _free_capacity(project: Project, row: Host, now: datetime) -> int:
+    """Requests the host may still have open: its cap less what live leases of any worker hold."""
+    cap = min(project.max_per_host, row.max_in_flight or project.max_per_host)
+    used = HostLease.objects.filter(host=row.host, expires_at__gt=now).aggregate(n=Sum("slots"))["n"] or 0
+    return cap - used
 
 
 def _apply_bucket(project: Project, plans: dict[str, HostPlan]) -> None:
