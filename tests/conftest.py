@@ -93,14 +93,17 @@ class Workers:
         proc.wait(30)
 
     def stop_all(self) -> None:
-        for name in list(self.procs):
-            proc = self.procs[name]
+        """Warm shutdown of every worker at once (not one after the other), then kill what is left."""
+        procs = list(self.procs.values())
+        self.procs.clear()
+        for proc in procs:
             proc.terminate()
+        for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(20)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            self.procs.pop(name).wait()
+            proc.wait()
 
 
 @pytest.fixture
