@@ -79,7 +79,7 @@ def test_it_sends_the_projects_and_the_seeds_own_request_settings(db, recorder):
     headers = request["headers"]
     assert headers["User-Agent"] == "control-bot/1.0"
     assert headers["Accept-Language"] == "fr"
-    assert headers["Cookie"] == "session=abc; theme=dark"
+    assert sorted(headers["Cookie"].split("; ")) == ["session=abc", "theme=dark"]
     assert (headers["Content-Type"], headers["X-Api-Key"]) == ("application/json", "k1")
 
 
