@@ -6,6 +6,7 @@ from django.contrib import admin, messages
 from crawl import pipeline
 from crawl.models import Host, Page, Project, RobotsTxt, Seed
 from crawl.services.projects import project_counts, seed_problem
+from scrape.models import RuleSet
 
 
 class SeedForm(forms.ModelForm):
@@ -30,13 +31,19 @@ class SeedInline(admin.TabularInline):
     extra = 1
 
 
+class RuleSetInline(admin.StackedInline):
+    model = RuleSet
+    extra = 0
+    readonly_fields = ("version",)
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "status", "max_depth", "max_pages", "obey_robots", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
-    inlines = [SeedInline]
+    inlines = [SeedInline, RuleSetInline]
     readonly_fields = ("frontier",)
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "frontier")}),
@@ -84,9 +91,9 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(Page)
 class PageAdmin(admin.ModelAdmin):
-    list_display = ("url", "project", "state", "status_code", "depth", "error_code", "fetched_at")
-    list_filter = ("state", "status_code", "error_code", "project")
-    search_fields = ("url", "title")
+    list_display = ("url", "project", "state", "status_code", "depth", "error_code", "fetched_at", "text_hash")
+    list_filter = ("state", "status_code", "error_code", "kind", "project")
+    search_fields = ("url", "title", "=text_hash")
     list_select_related = ("project",)
     show_full_result_count = False
     raw_id_fields = ("discovered_from",)

@@ -51,6 +51,23 @@ class Project(models.Model):
     allow_private = models.BooleanField(
         default=False, help_text="Allow loopback and private addresses (intranet crawls, tests)."
     )
+    spider = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        help_text="Name of a registered Python spider that handles this project's pages (see scrape/spiders.py).",
+    )
+    api_config = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="JSON API mode: records path, fields, JSON Schema and pagination (see scrape/jsonapi.py).",
+    )
+    main_text = models.BooleanField(
+        default=False, help_text="Also extract the main article text with trafilatura (slow: about 0.5 s a page)."
+    )
+    rules_changed_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Last change to the project's rule sets (workers reload them)."
+    )
     render_js = models.BooleanField(
         default=False, help_text="Render pages in headless Chromium (the render queue) so script-built links are seen."
     )
@@ -177,6 +194,10 @@ class Page(models.Model):
     title = models.TextField(blank=True, default="")
     content_sha256 = models.CharField(max_length=64, blank=True, default="")
     content_length = models.PositiveIntegerField(null=True, blank=True)
+    text_hash = models.CharField(
+        max_length=64, blank=True, default="", db_index=True, help_text="sha256 of the normalised text."
+    )
+    simhash = models.BigIntegerField(null=True, blank=True, help_text="64-bit near-duplicate signature (signed).")
     etag = models.CharField(max_length=500, blank=True, default="", help_text="ETag of the stored response.")
     last_modified = models.CharField(max_length=100, blank=True, default="", help_text="Its Last-Modified header.")
     not_modified_at = models.DateTimeField(null=True, blank=True, help_text="Last 304 Not Modified answer.")

@@ -213,6 +213,8 @@ CRAWL_ALLOW_PRIVATE = env.bool("CRAWL_ALLOW_PRIVATE", default=False)
 # Non-public networks that are reachable anyway, as CIDRs (e.g. one intranet subnet); everything
 # else non-public stays refused.
 CRAWL_ALLOWED_NETWORKS = env.list("CRAWL_ALLOWED_NETWORKS", default=[])
+# Python modules whose @register'ed spiders projects can name (scrape/spiders.py).
+CRAWL_SPIDER_MODULES = env.list("CRAWL_SPIDER_MODULES", default=["scrape.example_spiders"])
 CRAWL_DEFAULT_USER_AGENT = env.str(
     "CRAWL_DEFAULT_USER_AGENT", default="crawlhub/0.1 (+https://github.com/crawlhub/crawlhub)"
 )

@@ -1,8 +1,11 @@
-"""URL configuration: the admin (later: dashboard and REST API)."""
+"""URL configuration: the admin with its "Try a URL" debugger (later: dashboard and REST API)."""
 
 from django.contrib import admin
 from django.urls import path
 
+from scrape.admin import try_url_view
+
 urlpatterns = [
+    path("admin/tryurl/", admin.site.admin_view(try_url_view), name="admin-tryurl"),
     path("admin/", admin.site.urls),
 ]

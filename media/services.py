@@ -54,9 +54,11 @@ def _wanted_assets(project, refs_by_page) -> tuple[dict[str, MediaAsset], dict[i
                 canonical = canonicalize(raw)
             except InvalidURL:
                 continue
+            explicit = kind == "download"  # an ID scraper's job: the project's own rule asked for it
             offsite = domains and not host_in_domains(host_of(canonical), domains)
-            if (offsite and not rules.any_host) or not rules.wants(canonical, kind):
+            if not explicit and ((offsite and not rules.any_host) or not rules.wants(canonical, kind)):
                 continue
+            kind = "file" if explicit else kind
             key = url_key(canonical)
             downloader = rules.downloader_for(canonical)
             assets.setdefault(

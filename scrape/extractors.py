@@ -50,6 +50,10 @@ class Extraction:
     text: str = ""
     links: list[Link] = field(default_factory=list)
     media: list[MediaRef] = field(default_factory=list)
+    canonical: str = ""
+    headings: list[dict] = field(default_factory=list)
+    opengraph: dict = field(default_factory=dict)
+    json_ld: list = field(default_factory=list)
 
 
 def looks_like_html(content_type: str, body: bytes) -> bool:
@@ -85,15 +89,37 @@ def extract_html(body: bytes, base_url: str, *, charset: str | None = None, max_
     doc = _parse(body, charset)
     if doc is None:
         return Extraction()
+    from . import metadata  # it builds on this module's helpers
+
     base = _base_href(doc, base_url)
     return Extraction(
         title=_clean(doc.findtext(".//title") or "")[:1000],
         description=_clean(_first(doc.xpath(_DESCRIPTION)))[:2000],
         lang=_clean(_first(doc.xpath("/html/@lang")))[:20],
         links=_links(doc, base, max_links),
-        media=_media(doc, base),
-        text=_visible_text(doc),
+        media=_unique(_media(doc, base) + _og_media(metadata.opengraph(doc), base)),
+        canonical=metadata.canonical_link(doc, base),
+        headings=metadata.headings(doc),
+        opengraph=metadata.opengraph(doc),
+        json_ld=metadata.json_ld(doc),
+        text=_visible_text(doc),  # last: it drops script and style elements from the tree
     )
+
+
+def _unique(refs: list[MediaRef]) -> list[MediaRef]:
+    seen: dict[str, MediaRef] = {}
+    for ref in refs:
+        seen.setdefault(ref.url, ref)
+    return list(seen.values())
+
+
+def _og_media(og: dict, base: str) -> list[MediaRef]:
+    refs = []
+    for key, kind in (("og:image", "image"), ("og:video", "video"), ("og:audio", "audio")):
+        url = absolute_http_url(base, og.get(key, ""))
+        if url:
+            refs.append(MediaRef(url=url, kind=kind))
+    return refs
 
 
 def _parse(body: bytes, charset: str | None):

@@ -1,24 +1,20 @@
-"""The extract stage: claim fetched pages, extract, discover links and media, finish by CAS.
-
-Two phases: pure extraction of every page of the batch (no writes), then one short transaction
-that inserts what was discovered (sorted, so concurrent batches cannot deadlock) and finishes
-each page's lease.
-"""
+"""The extract stage: claim fetched pages, extract them (scrape/decide.py), then in one short
+transaction insert what was discovered (sorted, so concurrent batches cannot deadlock), store the
+items and finish each page's lease by compare-and-set."""
 
 import logging
 import zlib
 from dataclasses import dataclass, field
 
-from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
 
 from crawl.models import Page, PageContent
 from crawl.retry import atomic_with_retry
 from crawl.services.frontier import page_finish, pages_claim_for_extract, pages_discover_many
-from crawl.sitemaps import parse_listing
-from media.downloading import project_media_rules
 from media.services import assets_link_many
 
-from .extractors import Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
+from .decide import PageResult, extract_page
 from .models import Item
 
 log = logging.getLogger("crawlhub.extract")
@@ -29,17 +25,6 @@ class ExtractOutcome:
     new_page_ids: list[int] = field(default_factory=list)
     new_asset_ids: list[int] = field(default_factory=list)
     hosts: dict[int, str] = field(default_factory=dict)
-
-
-@dataclass
-class PageResult:
-    """What extraction decided for one page, before anything is written."""
-
-    page: Page
-    changes: dict
-    links: list[tuple[str, int, int | None, int]] = field(default_factory=list)
-    media: list[tuple[str, str]] = field(default_factory=list)
-    item: dict | None = None
 
 
 def pages_extract(*, page_ids: list[int], worker: str = "") -> ExtractOutcome:
@@ -58,74 +43,12 @@ def pages_extract(*, page_ids: list[int], worker: str = "") -> ExtractOutcome:
 
 def _extract_safely(page: Page, content: PageContent | None) -> PageResult:
     try:
-        return _extract(page, content)
+        body = zlib.decompress(content.body) if content is not None else b""
+        return extract_page(page, body, content.headers if content is not None else {})
     except Exception as exc:
         log.exception("extraction failed for page %s", page.id)
         failed = {"state": Page.State.FAILED, "error_code": "extract_error", "error_message": repr(exc)[:2000]}
         return PageResult(page=page, changes=failed)
-
-
-def _extract(page: Page, content: PageContent | None) -> PageResult:
-    if 300 <= (page.status_code or 0) < 400:
-        return _redirect(page)
-    body = zlib.decompress(content.body) if content is not None else b""
-    if page.kind in ("sitemap", "feed"):
-        return _listing(page, body)
-    if not looks_like_html(page.content_type, body) or looks_binary(body):
-        kind = page.content_type or "a body of unknown type"
-        message = f"{kind} is not HTML{' (binary bytes)' if looks_binary(body) else ''}: nothing to extract"
-        return PageResult(
-            page=page, changes={"state": Page.State.FAILED, "error_code": "not_html", "error_message": message}
-        )
-    extraction = extract_html(body, page.url, charset=_charset(content), max_links=settings.CRAWL_MAX_LINKS_PER_PAGE)
-    download = page.project.download_media
-    links = [
-        (link.url, page.depth + 1, page.id, 0)
-        for link in extraction.links
-        if not (download and media_kind_of(link.url))
-    ]
-    media = [(m.url, m.kind) for m in extraction.media] if download else []
-    page_kind = project_media_rules(page.project).media_page_kind(page.url) if download else None
-    if page_kind:
-        media.append((page.url, page_kind))  # the page itself is a video page or gallery
-    return PageResult(
-        page=page,
-        changes={"state": Page.State.DONE, "title": extraction.title},
-        links=links,
-        media=media,
-        item=_item_data(page, extraction),
-    )
-
-
-def _listing(page: Page, body: bytes) -> PageResult:
-    """A sitemap, sitemap index or feed: its URLs join the frontier at the listing's own depth
-    (they are entry points, like seeds); child sitemaps are read the same way."""
-    listing = parse_listing(body, base_url=page.final_url or page.url, content_type=page.content_type)
-    if listing.error:
-        failed = {
-            "state": Page.State.FAILED,
-            "error_code": f"listing_{listing.error}",
-            "error_message": f"cannot read this {page.kind}: {listing.error}",
-        }
-        return PageResult(page=page, changes=failed)
-    links = [(d.url, page.depth, page.id, 0, "page") for d in listing.urls]
-    links += [(d.url, page.depth, page.id, 0, "sitemap") for d in listing.sitemaps]
-    item = {"url": page.url, "kind": listing.kind, "urls": len(listing.urls), "sitemaps": len(listing.sitemaps)}
-    return PageResult(page=page, changes={"state": Page.State.DONE}, links=links, item=item)
-
-
-def _redirect(page: Page) -> PageResult:
-    hops = page.redirect_hops + 1
-    if hops > settings.CRAWL_MAX_REDIRECTS:
-        failed = {
-            "state": Page.State.FAILED,
-            "error_code": "too_many_redirects",
-            "error_message": f"more than {settings.CRAWL_MAX_REDIRECTS} redirects in a row",
-        }
-        return PageResult(page=page, changes=failed)
-    return PageResult(
-        page=page, changes={"state": Page.State.DONE}, links=[(page.final_url, page.depth, page.id, hops)]
-    )
 
 
 def _write(results: list[PageResult], token, worker: str, outcome: ExtractOutcome) -> None:
@@ -139,42 +62,79 @@ def _write(results: list[PageResult], token, worker: str, outcome: ExtractOutcom
     finished = []
     for result in sorted(results, key=lambda r: r.page.id):
         changes = result.changes | {"extracted_by": worker}
-        if result.page.id in pending_pages:
+        if result.page.id in pending_pages and changes["state"] == Page.State.DONE:
             changes["state"] = Page.State.EXTRACTED  # done once its media is downloaded
         if page_finish(page_id=result.page.id, token=token, from_state=Page.State.FETCHED, **changes):
             finished.append(result)
         else:
             log.warning("lease lost before finishing extraction of page %s", result.page.id)
-    _store_items(finished)
+    items_store(finished)
 
 
-def _item_data(page: Page, extraction: Extraction) -> dict:
-    return {
-        "url": page.url,
-        "title": extraction.title,
-        "description": extraction.description,
-        "lang": extraction.lang,
-        "text": extraction.text,
-        "links": len(extraction.links),
-        "media": [m.url for m in extraction.media],
-    }
-
-
-def _store_items(results: list[PageResult]) -> None:
-    items = [
-        Item(project_id=r.page.project_id, page_id=r.page.id, kind="page", data=r.item)
+def items_store(results: list[PageResult]) -> None:
+    """Upsert each page's items by (page, kind, position) and drop the ones it no longer has
+    (a rule that now finds fewer items, a rule set removed): re-extraction leaves no stale items."""
+    rows = [
+        Item(
+            project_id=r.page.project_id,
+            page_id=r.page.id,
+            kind=i.kind,
+            position=i.position,
+            data=_jsonb_safe(i.data),
+            errors=_jsonb_safe(i.errors),
+            rule_version=i.version,
+            updated_at=timezone.now(),
+        )
         for r in results
-        if r.item is not None
+        for i in r.items
     ]
     Item.objects.bulk_create(
-        items, update_conflicts=True, unique_fields=["page", "kind"], update_fields=["data", "updated_at"]
+        rows,
+        update_conflicts=True,
+        unique_fields=["page", "kind", "position"],
+        update_fields=["data", "errors", "rule_version", "updated_at"],
     )
+    stale = Q(pk__in=[])
+    for r in results:
+        kept = Q(pk__in=[])
+        for kind, count in _counts(r).items():
+            kept |= Q(kind=kind, position__lt=count)
+        stale |= Q(page_id=r.page.id) & ~kept
+    if results:
+        Item.objects.filter(stale).delete()
 
 
-def _charset(content: PageContent | None) -> str | None:
-    content_type = (content.headers if content else {}).get("content-type", "")
-    for part in content_type.split(";")[1:]:
-        name, _, value = part.partition("=")
-        if name.strip().lower() == "charset":
-            return value.strip().strip("\"'") or None
-    return None
+def _counts(result: PageResult) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in result.items:
+        counts[item.kind] = max(counts.get(item.kind, 0), item.position + 1)
+    return counts
+
+
+def _jsonb_safe(value):
+    """PostgreSQL's jsonb refuses NUL characters in strings; they are replaced, not lost silently."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_jsonb_safe(k): _jsonb_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonb_safe(v) for v in value]
+    return value
+
+
+def pages_reextract(*, project) -> int:
+    """Hand a project's stored pages back to the extract stage (rules changed): no refetch."""
+    from crawl import pipeline
+
+    stored = Page.objects.filter(project=project, state__in=[Page.State.DONE, Page.State.FAILED], content__isnull=False)
+    ids = list(stored.values_list("id", flat=True))
+    Page.objects.filter(id__in=ids).update(
+        state=Page.State.FETCHED,
+        lease_token=None,
+        lease_expires_at=None,
+        enqueued_at=timezone.now(),
+        error_code="",
+        error_message="",
+    )
+    pipeline.on_commit(pipeline.publish_extract, ids)
+    return len(ids)

@@ -111,7 +111,7 @@ def test_it_treats_links_to_media_files_as_media_but_not_pdfs(article):
 
 def test_it_lists_each_media_url_once(article):
     urls = [ref.url for ref in article.media]
-    assert len(urls) == len(set(urls)) == 11
+    assert len(urls) == len(set(urls)) == 12  # og:image included
 
 
 def test_it_takes_a_plain_src_as_one_url_even_with_commas_or_spaces():
@@ -345,3 +345,17 @@ def test_it_never_raises_and_returns_only_absolute_http_urls_without_fragments(b
         assert parts.scheme in ("http", "https")
         assert parts.hostname
         assert "#" not in url
+
+
+def test_it_reads_canonical_headings_opengraph_and_json_ld():
+    body = b"""<html><head><link rel="Canonical" href="/story?id=7">
+    <meta property="og:title" content="Park approved"><meta property="og:image" content="/og.jpg">
+    <script type="application/ld+json">{"@type": "NewsArticle", "headline": "Park"}</script>
+    <script type="application/ld+json">{not json</script></head>
+    <body><h1>Park</h1><h2>Budget</h2><h3> Vote </h3></body></html>"""
+    page = extract_html(body, "https://news.example.com/a/b")
+    assert page.canonical == "https://news.example.com/story?id=7"
+    assert page.headings == [{"level": 1, "text": "Park"}, {"level": 2, "text": "Budget"}, {"level": 3, "text": "Vote"}]
+    assert page.opengraph == {"og:title": "Park approved", "og:image": "/og.jpg"}
+    assert page.json_ld == [{"@type": "NewsArticle", "headline": "Park"}]
+    assert ("https://news.example.com/og.jpg", "image") in [(m.url, m.kind) for m in page.media]

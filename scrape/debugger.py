@@ -1,0 +1,96 @@
+"""Try one URL: fetch it through the real guarded client and run the real extraction, storing
+nothing (pyspider's debugger, without running arbitrary code). Used by `manage.py tryurl` and the
+admin's "Try a URL" page."""
+
+from dataclasses import dataclass, field
+
+from crawl.fetcher import fetch, runner
+from crawl.models import Page, Project
+from crawl.robots import policy_from_response
+from crawl.services.fetching import allows_private, build_request, fetch_limits, user_agent_of
+from crawl.urls import InvalidURL, canonicalize, host_of, origin_of
+
+from .decide import PageResult, extract_page
+
+
+@dataclass
+class Trial:
+    url: str
+    error: str = ""
+    status_code: int | None = None
+    headers: dict = field(default_factory=dict)
+    robots: str = ""
+    result: PageResult | None = None
+
+
+def try_url(url: str, *, project: Project | None = None, allow_private: bool = False) -> Trial:
+    """Everything the pipeline would do with `url` for `project`, without writing to the database."""
+    project = project or Project(name="tryurl", slug="tryurl", allow_private=allow_private)
+    try:
+        canonical = canonicalize(url)
+    except InvalidURL as exc:
+        return Trial(url=url, error=f"{exc.code}: {exc}")
+    page = Page(project=project, url=canonical, host=host_of(canonical), depth=0)
+    trial = Trial(url=canonical, robots=_robots(project, canonical))
+    request = build_request(project, page)
+    client = runner.client(allow_private=allows_private(project), proxy=project.proxy)
+    response = runner.run(
+        fetch(
+            client, canonical, headers=request.headers, limits=fetch_limits(), method=request.method, body=request.body
+        )
+    )
+    trial.status_code, trial.headers = response.status_code, response.headers
+    if response.error_code:
+        trial.error = f"{response.error_code}: {response.error_message}"
+        return trial
+    page.status_code, page.content_type = response.status_code, response.content_type
+    page.final_url = response.location or canonical
+    trial.result = extract_page(page, response.body, response.headers)
+    return trial
+
+
+def _robots(project: Project, url: str) -> str:
+    if not project.obey_robots:
+        return "not obeyed by this project"
+    client = runner.client(allow_private=allows_private(project), proxy=project.proxy)
+    agent = user_agent_of(project)
+    response = runner.run(
+        fetch(client, f"{origin_of(url)}/robots.txt", headers={"User-Agent": agent}, limits=fetch_limits())
+    )
+    status = None if response.error_code else response.status_code
+    body = response.body.decode("utf-8", errors="replace") if status and status < 300 else ""
+    policy = policy_from_response(status, body, response.error_code)
+    return "allowed" if policy.allows(url, agent) else "refused: " + policy.refusal()[1]
+
+
+def trial_report(trial: Trial) -> dict:
+    """The trial as plain data (the command prints it; the admin page renders it)."""
+    report = {
+        "url": trial.url,
+        "status": trial.status_code,
+        "robots": trial.robots,
+        "error": trial.error,
+        "headers": trial.headers,
+    }
+    result = trial.result
+    if result is None:
+        return report
+    extraction = result.extraction
+    report |= {
+        "page": {k: v for k, v in result.changes.items() if k in ("state", "title", "error_code", "error_message")},
+        "items": [{"kind": i.kind, "position": i.position, "data": i.data, "errors": i.errors} for i in result.items],
+        "links": [link[0] for link in result.links],
+        "media": [{"url": u, "kind": k} for u, k in result.media],
+    }
+    if extraction is not None:
+        report["fields"] = {
+            "title": extraction.title,
+            "description": extraction.description,
+            "lang": extraction.lang,
+            "canonical": extraction.canonical,
+            "headings": extraction.headings,
+            "opengraph": extraction.opengraph,
+            "json_ld": extraction.json_ld,
+            "text": extraction.text[:2000],
+        }
+    return report

@@ -1,0 +1,217 @@
+"""What extraction makes of one fetched response: items, links to follow, media to download, and
+the page row's changes. Reads the project's rule sets but writes nothing, so the extract stage and
+the `tryurl` debugger run exactly the same code.
+"""
+
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from crawl.models import Page, Project
+from crawl.sitemaps import parse_listing
+from media.downloading import project_media_rules
+
+from .extractors import Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
+from .fingerprint import simhash, text_hash
+from .jsonapi import ApiConfigError, compile_api_config, config_version
+from .models import RuleSet
+from .rules import CompiledRules, RuleError, compile_rules
+from .spiders import Response, SpiderError, get_spider, load_spider_modules, run_spider
+
+_RULES: dict[int, tuple[object, list[CompiledRules]]] = {}
+_SPIDERS_LOADED = False
+
+
+@dataclass
+class ItemRow:
+    kind: str
+    position: int
+    data: dict
+    errors: list = field(default_factory=list)
+    version: str = ""
+
+
+@dataclass
+class PageResult:
+    """What extraction decided for one page, before anything is written."""
+
+    page: Page
+    changes: dict
+    links: list[tuple] = field(default_factory=list)  # (url, depth, parent_id, redirect_hops[, kind])
+    media: list[tuple[str, str]] = field(default_factory=list)  # (url, kind); kind "download": ID scraper jobs
+    items: list[ItemRow] = field(default_factory=list)
+    extraction: Extraction | None = None
+
+
+def project_rule_sets(project: Project) -> list[CompiledRules]:
+    """The project's enabled rule sets, compiled; cached per process until the project's
+    rules_changed_at stamp moves (saving or deleting a rule set moves it)."""
+    if project.id is None:
+        return []
+    stamp = project.rules_changed_at
+    cached = _RULES.get(project.id)
+    if cached and cached[0] == stamp:
+        return cached[1]
+    compiled = []
+    for spec in (
+        RuleSet.objects.filter(project_id=project.id, enabled=True).order_by("name").values_list("spec", flat=True)
+    ):
+        try:
+            compiled.append(compile_rules(spec))
+        except RuleError:
+            continue  # saved before a stricter check: skipped, the admin shows why on its next save
+    _RULES[project.id] = (stamp, compiled)
+    return compiled
+
+
+def extract_page(page: Page, body: bytes, headers: dict) -> PageResult:
+    """The whole extraction of one response (redirect, listing, JSON API, or HTML)."""
+    if 300 <= (page.status_code or 0) < 400:
+        return _redirect(page)
+    if page.kind in ("sitemap", "feed"):
+        return _listing(page, body)
+    if page.project.api_config and _looks_like_json(page.content_type, body):
+        return _json_api(page, body)
+    if not looks_like_html(page.content_type, body) or looks_binary(body):
+        kind = page.content_type or "a body of unknown type"
+        message = f"{kind} is not HTML{' (binary bytes)' if looks_binary(body) else ''}: nothing to extract"
+        return PageResult(page=page, changes=_failed("not_html", message))
+    return _html(page, body, headers)
+
+
+def _failed(code: str, message: str) -> dict:
+    return {"state": Page.State.FAILED, "error_code": code, "error_message": message[:2000]}
+
+
+def _redirect(page: Page) -> PageResult:
+    hops = page.redirect_hops + 1
+    if hops > settings.CRAWL_MAX_REDIRECTS:
+        message = f"more than {settings.CRAWL_MAX_REDIRECTS} redirects in a row"
+        return PageResult(page=page, changes=_failed("too_many_redirects", message))
+    return PageResult(
+        page=page, changes={"state": Page.State.DONE}, links=[(page.final_url, page.depth, page.id, hops)]
+    )
+
+
+def _listing(page: Page, body: bytes) -> PageResult:
+    """A sitemap, sitemap index or feed: its URLs join the frontier at the listing's own depth
+    (they are entry points, like seeds); child sitemaps are read the same way."""
+    listing = parse_listing(body, base_url=page.final_url or page.url, content_type=page.content_type)
+    if listing.error:
+        return PageResult(page=page, changes=_failed(f"listing_{listing.error}", f"cannot read this {page.kind}"))
+    links = [(d.url, page.depth, page.id, 0, "page") for d in listing.urls]
+    links += [(d.url, page.depth, page.id, 0, "sitemap") for d in listing.sitemaps]
+    item = {"url": page.url, "kind": listing.kind, "urls": len(listing.urls), "sitemaps": len(listing.sitemaps)}
+    return PageResult(page=page, changes={"state": Page.State.DONE}, links=links, items=[ItemRow("listing", 0, item)])
+
+
+def _looks_like_json(content_type: str, body: bytes) -> bool:
+    return "json" in content_type or body.lstrip()[:1] in (b"{", b"[")
+
+
+def _json_api(page: Page, body: bytes) -> PageResult:
+    """JSON API mode: records (valid or not, each with its schema errors) and the next page."""
+    try:
+        config = compile_api_config(page.project.api_config)
+    except ApiConfigError as exc:
+        return PageResult(page=page, changes=_failed("api_config", str(exc)))
+    result = config.extract(body, page.url, page.content_type)
+    if result.error:
+        return PageResult(page=page, changes=_failed(result.error.split(":", 1)[0], result.error))
+    version = config_version(page.project.api_config)
+    items = [
+        ItemRow("api", i, r, e, version) for i, (r, e) in enumerate(zip(result.records, result.errors, strict=True))
+    ]
+    links = [(result.next_url, page.depth, page.id, 0, "page")] if result.next_url else []
+    return PageResult(page=page, changes={"state": Page.State.DONE}, links=links, items=items)
+
+
+def _html(page: Page, body: bytes, headers: dict) -> PageResult:
+    project = page.project
+    extraction = extract_html(body, page.url, charset=_charset(headers), max_links=settings.CRAWL_MAX_LINKS_PER_PAGE)
+    download = project.download_media
+    links = [link.url for link in extraction.links if not (download and media_kind_of(link.url))]
+    media = [(m.url, m.kind) for m in extraction.media] if download else []
+    page_kind = project_media_rules(project).media_page_kind(page.url) if download else None
+    if page_kind:
+        media.append((page.url, page_kind))  # the page itself is a video page or gallery
+    items = [ItemRow("page", 0, _page_item(page, extraction, body, project.main_text))]
+    changes = {"state": Page.State.DONE, "title": extraction.title, **_fingerprints(extraction.text)}
+    links = _apply_rules(page, body, items, links, media)
+    if project.spider:
+        links = _apply_spider(page, body, headers, items, media, changes)
+    result_links = [(u, page.depth + 1, page.id, 0) for u in links]
+    return PageResult(page=page, changes=changes, links=result_links, media=media, items=items, extraction=extraction)
+
+
+def _apply_rules(page: Page, body: bytes, items: list, links: list[str], media: list) -> list[str]:
+    """Items of every applicable rule set; their follow/deny patterns, when any, decide the links."""
+    ruled_links, restricted = [], False
+    for rules in project_rule_sets(page.project):
+        if not rules.applies_to(page.url):
+            continue
+        result = rules.extract(body, page.url)
+        kind = f"rule:{rules.name}"
+        items += [
+            ItemRow(kind, i, d, e, rules.version)
+            for i, (d, e) in enumerate(zip(result.items, result.errors, strict=True))
+        ]
+        media += [(url, "download") for url in result.downloads]
+        if rules.follow_patterns or rules.deny_patterns:
+            restricted = True
+            ruled_links += result.follow
+    return list(dict.fromkeys(ruled_links)) if restricted else links
+
+
+def _apply_spider(page: Page, body: bytes, headers: dict, items: list, media: list, changes: dict) -> list[str]:
+    """The project's Python spider decides the links; its failure is the page's error, not the worker's."""
+    global _SPIDERS_LOADED
+    if not _SPIDERS_LOADED:
+        load_spider_modules(settings.CRAWL_SPIDER_MODULES)
+        _SPIDERS_LOADED = True
+    try:
+        spider = get_spider(page.project.spider)
+    except SpiderError as exc:
+        changes |= _failed("spider_error", str(exc))
+        return []
+    result = run_spider(spider, Response(url=page.url, status=page.status_code or 200, headers=headers, body=body))
+    if result.error:
+        changes |= _failed("spider_error", result.error)
+        return []
+    items += [ItemRow("spider", i, data) for i, data in enumerate(result.items)]
+    media += result.media
+    return result.follow
+
+
+def _page_item(page: Page, extraction: Extraction, body: bytes, main_text: bool) -> dict:
+    data = {
+        "url": page.url,
+        "title": extraction.title,
+        "description": extraction.description,
+        "lang": extraction.lang,
+        "canonical": extraction.canonical,
+        "headings": extraction.headings,
+        "opengraph": extraction.opengraph,
+        "json_ld": extraction.json_ld,
+        "text": extraction.text,
+        "links": len(extraction.links),
+        "media": [m.url for m in extraction.media],
+    }
+    if main_text:
+        import trafilatura  # opt-in and slow: loaded only for projects that ask for it
+
+        data["main_text"] = trafilatura.extract(body, url=page.url) or ""
+    return data
+
+
+def _fingerprints(text: str) -> dict:
+    signature = simhash(text)
+    return {"text_hash": text_hash(text), "simhash": signature - (1 << 64) if signature >= 1 << 63 else signature}
+
+
+def _charset(headers: dict) -> str | None:
+    for part in headers.get("content-type", "").split(";")[1:]:
+        name, _, value = part.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip("\"'") or None
+    return None

@@ -1,0 +1,47 @@
+"""python manage.py reextract PROJECT [--wait]: extract stored pages again, without refetching them."""
+
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from crawl.models import Page, Project
+from crawl.services.projects import project_by_ref
+from crawl.services.reaper import reap
+from crawl.workers import EmbeddedWorker
+from scrape.services import pages_reextract
+
+
+class Command(BaseCommand):
+    help = "Run the extract stage again over a project's stored pages (after changing its rules); no HTTP request."
+
+    def add_arguments(self, parser):
+        parser.add_argument("project", help="project slug, name or id")
+        parser.add_argument("--wait", action="store_true", help="wait until every page is extracted again")
+        parser.add_argument("--timeout", type=float, default=600, help="give up waiting after N seconds")
+
+    def handle(self, *args, **opts):
+        try:
+            project = project_by_ref(opts["project"])
+        except Project.DoesNotExist as exc:
+            raise CommandError(str(exc)) from None
+        queued = pages_reextract(project=project)
+        self.stdout.write(f"{project.slug}: {queued} stored pages queued for extraction")
+        if opts["wait"] and queued:
+            self._wait(project, opts["timeout"])
+
+    def _wait(self, project: Project, timeout: float) -> None:
+        worker = EmbeddedWorker(concurrency=2) if settings.CELERY_EMBEDDED_BROKER else None
+        if worker:
+            worker.start()
+        started = time.monotonic()
+        try:
+            while Page.objects.filter(project=project, state__in=["fetched", "extracted"]).exists():
+                if time.monotonic() - started > timeout:
+                    raise CommandError("re-extraction did not finish in time; it goes on in the workers")
+                reap(project_id=project.id)
+                time.sleep(0.5)
+        finally:
+            if worker:
+                worker.stop()
+        self.stdout.write(f"{project.slug}: re-extracted in {time.monotonic() - started:.1f} s")

@@ -1,0 +1,364 @@
+"""Declarative per-project extraction rules (fields, follow/deny, id scraper). Pure: no Django, no network.
+
+A rule set is JSON-compatible data kept in a JSONField; see tests/test_rules.py for full examples:
+{"name", "url_patterns": [regex], "item_selector": css, "fields": {name: field}, "required": [name],
+ "follow": [regex], "deny": [regex], "id_regex": regex, "download_url_fmt": "https://.../{id}.zip"}
+A field has exactly one of css / xpath (relative to the item element) and optionally attr ("text", "html"
+or an attribute name), absolute, regex (group 1, else the whole match), type (str, int, float, bool) and
+many; values go through absolute, regex and type in that order, and a value they reject is missing.
+"""
+
+import hashlib
+import json
+import math
+import re
+import string
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import lxml.cssselect
+import lxml.etree
+import lxml.html
+
+from scrape.extractors import absolute_http_url
+
+SPEC_KEYS = frozenset(
+    {"name", "url_patterns", "item_selector", "fields", "required", "follow", "deny", "id_regex", "download_url_fmt"}
+)
+FIELD_KEYS = frozenset({"css", "xpath", "attr", "regex", "type", "many", "absolute"})
+TYPES = ("str", "int", "float", "bool")
+_TRUE = frozenset({"true", "yes", "y", "on", "1"})
+_FALSE = frozenset({"false", "no", "n", "off", "0"})
+_SPACE = re.compile(r"\s+")
+_PROBE = lxml.html.fromstring("<p></p>")  # evaluating once finds unknown functions and variables
+
+
+class RuleError(ValueError):
+    """A rule set that cannot be used; the message names the offending key and the problem."""
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    name: str
+    selector: lxml.etree.XPath
+    attr: str = "text"
+    regex: re.Pattern | None = None
+    type: str = "str"
+    many: bool = False
+    absolute: bool = False
+
+
+@dataclass
+class RuleResult:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[list[str]] = field(default_factory=list)  # errors[i] belongs to items[i]
+    follow: list[str] = field(default_factory=list)
+    downloads: list[str] = field(default_factory=list)
+    rules_version: str = ""
+
+
+@dataclass(frozen=True)
+class CompiledRules:
+    name: str
+    version: str
+    url_patterns: tuple[re.Pattern, ...] = ()
+    item_selector: lxml.etree.XPath | None = None
+    fields: tuple[FieldRule, ...] = ()
+    required: tuple[str, ...] = ()
+    follow_patterns: tuple[re.Pattern, ...] = ()
+    deny_patterns: tuple[re.Pattern, ...] = ()
+    id_regex: re.Pattern | None = None
+    download_url_fmt: str = ""
+
+    def applies_to(self, url: str) -> bool:
+        return not self.url_patterns or any(p.search(url) for p in self.url_patterns)
+
+    def extract(self, html: bytes | str, url: str) -> RuleResult:
+        """Items, per-item errors, links to follow and download URLs of one page. Never raises on bad HTML."""
+        doc = _parse(html)
+        base = _base_url(doc, url)
+        result = RuleResult(rules_version=self.version)
+        for element in self._item_elements(doc):
+            item, errors = self._extract_item(element, base)
+            result.items.append(item)
+            result.errors.append(errors)
+        result.follow = self._follow(doc, base)
+        result.downloads = self._downloads(doc, base)
+        return result
+
+    def _item_elements(self, doc) -> list:
+        if not self.fields:
+            return []
+        if self.item_selector is None:
+            return [doc]
+        return [el for el in self.item_selector(doc) if lxml.etree.iselement(el)]
+
+    def _extract_item(self, element, base: str) -> tuple[dict[str, Any], list[str]]:
+        item, errors, failed = {}, [], set()
+        for rule in self.fields:
+            item[rule.name], field_errors = _field_value(rule, element, base)
+            errors.extend(field_errors)
+            if field_errors:  # already explained: not also reported as missing
+                failed.add(rule.name)
+        for name in self.required:
+            if item[name] in (None, []) and name not in failed:
+                errors.append(f"missing required field {name}")
+        return item, errors
+
+    def _follow(self, doc, base: str) -> list[str]:
+        urls: dict[str, None] = {}
+        for href in doc.xpath("//a/@href | //area/@href"):
+            url = absolute_http_url(base, str(href))
+            if url and url not in urls and self._may_follow(url):
+                urls[url] = None
+        return list(urls)
+
+    def _may_follow(self, url: str) -> bool:
+        if any(p.search(url) for p in self.deny_patterns):
+            return False
+        return not self.follow_patterns or any(p.search(url) for p in self.follow_patterns)
+
+    def _downloads(self, doc, base: str) -> list[str]:
+        if self.id_regex is None:
+            return []
+        ids: dict[str, None] = {}
+        for text in _hrefs_and_texts(doc):
+            for match in self.id_regex.finditer(text):
+                if ident := _matched(self.id_regex, match):
+                    ids.setdefault(ident)
+        urls: dict[str, None] = {}
+        for ident in ids:
+            # Quoted so an id cannot add a query or fragment; "/" and "%" kept for path-like, encoded ids.
+            url = absolute_http_url(base, self.download_url_fmt.format(id=quote(ident, safe="/%")))
+            if url:
+                urls.setdefault(url)
+        return list(urls)
+
+
+def compile_rules(spec: dict) -> CompiledRules:
+    """Validate a rule set and compile its selectors and regexes; RuleError names the first problem."""
+    _check_keys("rules", spec, SPEC_KEYS)
+    fields = _dict("fields", spec.get("fields", {}))
+    compiled_fields = tuple(_compile_field(name, rule) for name, rule in fields.items())
+    required = tuple(_strings("required", spec.get("required", [])))
+    for name in required:
+        if name not in fields:
+            raise RuleError(f"required: {name!r} is not one of the fields")
+    id_regex, download_fmt = spec.get("id_regex"), spec.get("download_url_fmt")
+    if (id_regex is None) != (download_fmt is None):
+        raise RuleError("id_regex and download_url_fmt: give both or neither")
+    item_selector = spec.get("item_selector")
+    return CompiledRules(
+        name=_string("name", spec.get("name", ""), allow_empty=True),
+        version=rules_version(spec),
+        url_patterns=_regexes("url_patterns", spec.get("url_patterns", [])),
+        item_selector=None if item_selector is None else _css("item_selector", item_selector),
+        fields=compiled_fields,
+        required=required,
+        follow_patterns=_regexes("follow", spec.get("follow", [])),
+        deny_patterns=_regexes("deny", spec.get("deny", [])),
+        id_regex=None if id_regex is None else _regex("id_regex", id_regex),
+        download_url_fmt="" if download_fmt is None else _download_fmt(download_fmt),
+    )
+
+
+def rules_version(spec: dict) -> str:
+    """First 12 hex digits of the SHA-256 of the rule set's canonical JSON: the same rules, the same version."""
+    try:
+        canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise RuleError(f"rules: not JSON-compatible ({exc})") from exc
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def _compile_field(name: Any, rule: Any) -> FieldRule:
+    where = f"fields.{name}"
+    if not isinstance(name, str) or not name:
+        raise RuleError(f"{where}: a field name must be a non-empty string")
+    _check_keys(where, rule, FIELD_KEYS)
+    if ("css" in rule) == ("xpath" in rule):
+        raise RuleError(f"{where}: give exactly one of css or xpath")
+    selector = _css(f"{where}.css", rule["css"]) if "css" in rule else _xpath(f"{where}.xpath", rule["xpath"])
+    kind = rule.get("type", "str")
+    if kind not in TYPES:
+        raise RuleError(f"{where}.type: {kind!r} is not one of {', '.join(TYPES)}")
+    regex = rule.get("regex")
+    return FieldRule(
+        name=name,
+        selector=selector,
+        attr=_string(f"{where}.attr", rule.get("attr", "text")),
+        regex=None if regex is None else _regex(f"{where}.regex", regex),
+        type=kind,
+        many=_bool(f"{where}.many", rule.get("many", False)),
+        absolute=_bool(f"{where}.absolute", rule.get("absolute", False)),
+    )
+
+
+def _check_keys(where: str, value: Any, allowed: frozenset[str]) -> None:
+    _dict(where, value)
+    unknown = sorted(str(key) for key in value if key not in allowed)
+    if unknown:
+        raise RuleError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _dict(where: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise RuleError(f"{where}: must be an object, not {type(value).__name__}")
+    return value
+
+
+def _string(where: str, value: Any, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str) or not (value.strip() or allow_empty):
+        raise RuleError(f"{where}: must be a non-empty string, not {value!r}")
+    return value
+
+
+def _strings(where: str, value: Any) -> list[str]:
+    if not isinstance(value, list):
+        raise RuleError(f"{where}: must be a list of strings, not {type(value).__name__}")
+    return [_string(f"{where}[{i}]", item) for i, item in enumerate(value)]
+
+
+def _bool(where: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise RuleError(f"{where}: must be true or false, not {value!r}")
+    return value
+
+
+def _regex(where: str, pattern: Any) -> re.Pattern:
+    try:
+        return re.compile(_string(where, pattern))
+    except re.error as exc:
+        raise RuleError(f"{where}: invalid regular expression {pattern!r}: {exc}") from exc
+
+
+def _regexes(where: str, patterns: Any) -> tuple[re.Pattern, ...]:
+    return tuple(_regex(f"{where}[{i}]", pattern) for i, pattern in enumerate(_strings(where, patterns)))
+
+
+def _css(where: str, css: Any) -> lxml.etree.XPath:
+    try:
+        return lxml.cssselect.CSSSelector(_string(where, css), translator="html")
+    except lxml.cssselect.SelectorError as exc:
+        raise RuleError(f"{where}: invalid CSS selector {css!r}: {exc}") from exc
+
+
+def _xpath(where: str, expression: Any) -> lxml.etree.XPath:
+    try:
+        compiled = lxml.etree.XPath(_string(where, expression))
+        compiled(_PROBE)
+    except lxml.etree.XPathError as exc:
+        raise RuleError(f"{where}: invalid XPath {expression!r}: {exc}") from exc
+    return compiled
+
+
+def _download_fmt(fmt: Any) -> str:
+    fmt = _string("download_url_fmt", fmt)
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(fmt) if name is not None]
+        if others := [name for name in names if name != "id"]:
+            raise RuleError(f"download_url_fmt: unknown placeholder {{{others[0]}}}; only {{id}} is allowed")
+        if not names:
+            raise RuleError("download_url_fmt: must contain the {id} placeholder")
+        fmt.format(id="1")
+    except (ValueError, KeyError, IndexError, AttributeError) as exc:
+        if isinstance(exc, RuleError):
+            raise
+        raise RuleError(f"download_url_fmt: invalid format {fmt!r}: {exc}") from exc
+    return fmt
+
+
+def _parse(html: bytes | str):
+    """lxml in recover mode; text is handed over as UTF-8 so an encoding declaration inside it is ignored."""
+    is_text = isinstance(html, str)
+    body = html.encode("utf-8", "replace") if is_text else bytes(html)
+    parser = lxml.html.HTMLParser(encoding="utf-8" if is_text else None, remove_comments=True)
+    try:
+        return lxml.html.document_fromstring(body, parser=parser)
+    except (lxml.etree.LxmlError, ValueError, LookupError):  # "Document is empty", unknown encodings
+        return lxml.html.document_fromstring("<html><body></body></html>")
+
+
+def _base_url(doc, page_url: str) -> str:
+    hrefs = doc.xpath("//base/@href")
+    return (absolute_http_url(page_url, str(hrefs[0])) if hrefs else None) or page_url
+
+
+def _hrefs_and_texts(doc) -> Iterator[str]:
+    """Every href and text node in document order, so ids come in order of first appearance. Walked, not
+    the XPath "//@href | //text()": libxml2 takes seconds to order that union on a large page."""
+    for event, element in lxml.etree.iterwalk(doc, events=("start", "end")):
+        if event == "start" and isinstance(element.tag, str):  # an element, not a processing instruction
+            yield from filter(None, (element.get("href"), element.text))
+        elif event == "end" and element is not doc and element.tail:
+            yield element.tail
+
+
+def _field_value(rule: FieldRule, element, base: str) -> tuple[Any, list[str]]:
+    try:
+        found = rule.selector(element)
+    except lxml.etree.XPathError as exc:
+        return ([] if rule.many else None), [f"{rule.name}: selector failed: {exc}"]
+    raws = [raw for raw in (_refine(rule, text, base) for text in _texts(found, rule.attr)) if raw]
+    values, errors = [], []
+    for raw in raws if rule.many else raws[:1]:
+        try:
+            values.append(_convert(raw, rule.type))
+        except ValueError:
+            errors.append(f"{rule.name}: cannot convert {raw[:60]!r} to {rule.type}")
+    return (values if rule.many else next(iter(values), None)), errors
+
+
+def _texts(found: Any, attr: str) -> list[str]:
+    """XPath results as strings: elements through attr, strings as they are, numbers and booleans printed."""
+    texts = []
+    for value in found if isinstance(found, list) else [found]:
+        if lxml.etree.iselement(value):
+            texts.append(_element_text(value, attr))
+        elif isinstance(value, bool):
+            texts.append("true" if value else "false")
+        elif isinstance(value, float):
+            texts.append(str(int(value)) if value.is_integer() else str(value))
+        else:
+            texts.append(str(value))
+    return texts
+
+
+def _element_text(element, attr: str) -> str:
+    if attr == "text":
+        return _SPACE.sub(" ", element.xpath("string()")).strip()
+    if attr == "html":
+        return lxml.html.tostring(element, encoding="unicode", with_tail=False)
+    return element.get(attr) or ""
+
+
+def _refine(rule: FieldRule, text: str, base: str) -> str | None:
+    text = text.strip()
+    if text and rule.absolute:
+        text = absolute_http_url(base, text) or ""
+    if text and rule.regex is not None:
+        match = rule.regex.search(text)
+        text = _matched(rule.regex, match) if match else ""
+    return text or None
+
+
+def _matched(regex: re.Pattern, match: re.Match) -> str:
+    return (match.group(1) if regex.groups else match.group(0)) or ""
+
+
+def _convert(raw: str, kind: str) -> Any:
+    if kind == "int":
+        return int(raw)
+    if kind == "float":
+        number = float(raw)
+        if not math.isfinite(number):  # NaN and infinities are not JSON (PostgreSQL's jsonb refuses them)
+            raise ValueError(raw)
+        return number
+    if kind == "bool":
+        lowered = raw.strip().lower()
+        if lowered not in _TRUE | _FALSE:
+            raise ValueError(raw)
+        return lowered in _TRUE
+    return raw

@@ -1,0 +1,274 @@
+"""Python spiders for what declarative rules cannot express: routed handlers and a small registry.
+
+Pure: a Response in, a SpiderResult out; no Django, no network. A spider is a subclass of Spider
+whose methods are marked with @route(regex); see scrape/example_spiders.py.
+
+    @register
+    class ShopSpider(Spider):
+        name = "shop"
+
+        @route(r"/product/")
+        def product(self, response):
+            yield {"title": response.xpath("string(//h1)")}
+            yield Follow("/related")
+"""
+
+import codecs
+import functools
+import importlib
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin
+
+import lxml.etree
+import lxml.html
+
+from .extractors import absolute_http_url, looks_like_html
+
+MAX_ERROR_CHARS = 2000
+_CHARSET = re.compile(r"""charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
+_BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_ROUTES_ATTR = "_spider_routes"
+
+
+class SpiderError(Exception):
+    """A spider cannot be registered, found or loaded, or a Response helper cannot work."""
+
+
+@dataclass
+class Response:
+    url: str
+    status: int
+    headers: dict
+    body: bytes
+
+    @property
+    def content_type(self) -> str:
+        """The header's media type, lower case, without parameters ("text/html")."""
+        return self._header("content-type").split(";")[0].strip().lower()
+
+    @property
+    def charset(self) -> str | None:
+        """The content-type charset if Python knows it, else None."""
+        match = _CHARSET.search(self._header("content-type"))
+        if not match:
+            return None
+        try:
+            return codecs.lookup(match.group(1)).name
+        except LookupError:
+            return None
+
+    @functools.cached_property
+    def text(self) -> str:
+        """The body decoded with the content-type charset, else UTF-8; bad bytes become U+FFFD."""
+        try:
+            return self.body.decode(self.charset or "utf-8", "replace")
+        except (UnicodeError, ValueError):  # codecs that allow only strict errors ("idna")
+            return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+    @functools.cached_property
+    def doc(self) -> lxml.html.HtmlElement | None:
+        """The lxml.html document, parsed on first use; None unless the body is HTML."""
+        if not self.body.strip() or not looks_like_html(self.content_type, self.body):
+            return None
+        # Decoded by Python when the header names a charset (libxml2 knows fewer names); otherwise,
+        # or when a byte order mark says otherwise, libxml2 sniffs <meta charset> itself.
+        if self.charset and not self.body.startswith(_BOMS):
+            body, parser = self.text.encode("utf-8"), lxml.html.HTMLParser(encoding="utf-8")
+        else:
+            body, parser = self.body, lxml.html.HTMLParser()
+        try:
+            return lxml.html.document_fromstring(body, parser=parser)
+        except (lxml.etree.ParserError, ValueError):
+            return None
+
+    def xpath(self, expr: str, **variables) -> list:
+        """Elements, strings or a number, as lxml returns them; [] when the body is not HTML."""
+        return [] if self.doc is None else self.doc.xpath(expr, **variables)
+
+    def css(self, selector: str) -> list:
+        """Elements matching a CSS selector (lxml.cssselect); [] when the body is not HTML."""
+        matcher = _css_selector(selector)
+        return [] if self.doc is None else matcher(self.doc)
+
+    def urljoin(self, href: str) -> str:
+        return urljoin(self.url, href)
+
+    def _header(self, name: str) -> str:
+        for key, value in self.headers.items():
+            if key.lower() == name:
+                return str(value)
+        return ""
+
+
+@functools.lru_cache(maxsize=256)
+def _css_selector(selector: str) -> Callable:
+    """A compiled selector, cached: translating CSS to XPath costs more than matching."""
+    try:
+        from lxml.cssselect import CSSSelector
+    except ImportError as exc:  # lxml imports cssselect, a separate package, on demand
+        raise SpiderError("Response.css needs the cssselect package, which is not installed; use .xpath") from exc
+    return CSSSelector(selector)
+
+
+@dataclass
+class Follow:
+    url: str
+
+
+@dataclass
+class Media:
+    url: str
+    kind: str = "file"
+
+
+@dataclass
+class SpiderResult:
+    items: list[dict] = field(default_factory=list)
+    follow: list[str] = field(default_factory=list)
+    media: list[tuple[str, str]] = field(default_factory=list)  # (url, kind)
+    error: str = ""
+
+
+Handler = Callable[[Response], Any]
+
+
+def route(pattern: str) -> Callable[[Callable], Callable]:
+    """Mark a Spider method as the handler of URLs that re.search(pattern) finds. Stackable."""
+    regex = re.compile(pattern)
+
+    def mark(method: Callable) -> Callable:
+        setattr(method, _ROUTES_ATTR, (*getattr(method, _ROUTES_ATTR, ()), regex))
+        return method
+
+    return mark
+
+
+class Spider:
+    """Base class: set `name`, mark handlers with @route; an optional `default` handles the rest.
+
+    Routes are tried in definition order, a subclass's own before those it inherits; the first
+    whose regex searches the URL wins. A method overridden without @route loses its routes.
+    """
+
+    name: str = ""
+    _routes: tuple[tuple[re.Pattern, str], ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        routes, seen = [], set()
+        for klass in cls.__mro__:
+            for attr, value in vars(klass).items():
+                if attr not in seen:
+                    seen.add(attr)
+                    routes.extend((regex, attr) for regex in getattr(value, _ROUTES_ATTR, ()))
+        cls._routes = tuple(routes)
+
+    def handler_for(self, url: str) -> Handler | None:
+        for regex, attr in self._routes:
+            if regex.search(url):
+                return getattr(self, attr)
+        return getattr(self, "default", None)
+
+
+_REGISTRY: dict[str, type[Spider]] = {}
+
+
+def register(spider_cls: type[Spider]) -> type[Spider]:
+    """Register a Spider subclass under its name; usable as a class decorator.
+
+    Registering a class of the same module and name again (a reloaded module) replaces it;
+    a different class under a taken name is an error.
+    """
+    if not (isinstance(spider_cls, type) and issubclass(spider_cls, Spider)):
+        raise SpiderError(f"{spider_cls!r} is not a Spider subclass")
+    name = spider_cls.name
+    if not name or not isinstance(name, str):
+        raise SpiderError(f"{spider_cls.__qualname__} has no name")
+    taken = _REGISTRY.get(name)
+    if taken is not None and _qualified(taken) != _qualified(spider_cls):
+        raise SpiderError(f"spider name {name!r} is taken by {_qualified(taken)}")
+    _REGISTRY[name] = spider_cls
+    return spider_cls
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def get_spider(name: str) -> Spider:
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        known = ", ".join(spider_names()) or "none"
+        raise SpiderError(f"unknown spider {name!r} (registered: {known})") from None
+
+
+def spider_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def load_spider_modules(module_paths: list[str]) -> None:
+    """Import each dotted module path so that its @register decorators run."""
+    for path in module_paths:
+        try:
+            importlib.import_module(path)
+        except Exception as exc:  # a module may raise anything while it is imported
+            raise SpiderError(f"cannot import spider module {path!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def run_spider(spider: Spider, response: Response) -> SpiderResult:
+    """Run the handler for response.url and collect what it yields. Never raises on handler errors.
+
+    Follow and Media URLs are resolved against response.url, stripped of fragments, deduplicated
+    and kept only when http(s). If the handler raises (also midway through a generator), the
+    result has no items, follows or media, and `error` is "spider_error: <Type>: <message>".
+    """
+    handler = spider.handler_for(response.url)
+    if handler is None:
+        return SpiderResult()
+    try:
+        return _collect(handler(response), response.url)
+    except Exception as exc:
+        return SpiderResult(error=f"spider_error: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+
+
+def _collect(output: Any, base_url: str) -> SpiderResult:
+    if isinstance(output, SpiderResult):
+        outputs = [*output.items, *map(Follow, output.follow), *(Media(u, k) for u, k in output.media)]
+    elif output is None:
+        outputs = []
+    elif isinstance(output, dict | Follow | Media):
+        outputs = [output]
+    else:
+        outputs = output
+    result, follow, media = SpiderResult(), {}, {}
+    for value in _iterate(outputs):
+        if isinstance(value, dict):
+            result.items.append(value)
+        elif isinstance(value, Follow):
+            _add_url(follow, base_url, value.url, None)
+        elif isinstance(value, Media):
+            _add_url(media, base_url, value.url, value.kind)
+        else:
+            raise TypeError(f"a handler may yield dict, Follow or Media, not {type(value).__name__}")
+    result.follow, result.media = list(follow), list(media.items())
+    return result
+
+
+def _iterate(outputs: Any) -> Iterable:
+    if isinstance(outputs, str | bytes) or not isinstance(outputs, Iterable):
+        raise TypeError(f"a handler must return an iterable or a SpiderResult, not {type(outputs).__name__}")
+    return outputs
+
+
+def _add_url(found: dict, base_url: str, href: str, kind: str | None) -> None:
+    url = absolute_http_url(base_url, href if isinstance(href, str) else "")
+    if url is not None:
+        found.setdefault(url, kind)
