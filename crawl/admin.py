@@ -1,10 +1,18 @@
 """Admin for projects, seeds, the frontier and robots cache (issue 7 builds the full console on it)."""
 
+import difflib
+import re
+
 from django import forms
 from django.contrib import admin, messages
+from django.http import Http404
+from django.shortcuts import get_object_or_404, render
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from crawl import pipeline
-from crawl.models import Host, Page, Project, RobotsTxt, Seed
+from crawl.models import Host, Page, PageVersion, Project, RobotsTxt, Seed
+from crawl.services.frontier import pages_recrawl
 from crawl.services.projects import project_counts, seed_problem
 from scrape.models import RuleSet
 
@@ -66,6 +74,19 @@ class ProjectAdmin(admin.ModelAdmin):
             {"fields": ("obey_robots", "min_delay", "max_per_host", "concurrency", "rate_limit", "rate_burst")},
         ),
         ("Requests", {"fields": ("user_agent", "request_headers", "cookies", "proxy", "allow_private")}),
+        ("Extraction", {"fields": ("spider", "api_config", "main_text", "render_js")}),
+        (
+            "Recrawl",
+            {
+                "fields": (
+                    "recrawl_every_minutes",
+                    "recrawl_crontab",
+                    "revisit_min_seconds",
+                    "revisit_max_seconds",
+                    "hub_revisit_seconds",
+                )
+            },
+        ),
         (
             "Media",
             {
@@ -83,14 +104,39 @@ class ProjectAdmin(admin.ModelAdmin):
         ),
     )
 
+    actions = ("recrawl_now",)
+
+    @admin.action(description="Recrawl now (every finished page, with conditional GET)")
+    def recrawl_now(self, request, queryset):
+        count = sum(pages_recrawl(project=project) for project in queryset)
+        self.message_user(request, f"{count} pages queued again.", messages.SUCCESS)
+
     @admin.display(description="Frontier by state")
     def frontier(self, obj):
         counts = project_counts(obj) if obj.pk else {}
         return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "empty"
 
 
+class PageVersionInline(admin.TabularInline):
+    model = PageVersion
+    fields = ("fetched_at", "title", "size", "text_hash", "diff_link")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ("-fetched_at",)
+
+    @admin.display(description="diff")
+    def diff_link(self, obj):
+        previous = PageVersion.objects.filter(page_id=obj.page_id, fetched_at__lt=obj.fetched_at).last()
+        if previous is None:
+            return "first version"
+        url = reverse("admin:crawl_page_diff", args=[obj.page_id]) + f"?a={previous.id}&b={obj.id}"
+        return format_html('<a href="{}">changes since the previous version</a>', url)
+
+
 @admin.register(Page)
 class PageAdmin(admin.ModelAdmin):
+    inlines = [PageVersionInline]
     list_display = ("url", "project", "state", "status_code", "depth", "error_code", "fetched_at", "text_hash")
     list_filter = ("state", "status_code", "error_code", "kind", "project")
     search_fields = ("url", "title", "=text_hash")
@@ -99,6 +145,33 @@ class PageAdmin(admin.ModelAdmin):
     raw_id_fields = ("discovered_from",)
     readonly_fields = [f.name for f in Page._meta.fields]
     actions = ("retry_pages",)
+
+    def get_urls(self):
+        diff = path("<int:page_id>/diff/", self.admin_site.admin_view(self.diff_view), name="crawl_page_diff")
+        return [diff, *super().get_urls()]
+
+    def diff_view(self, request, page_id: int):
+        """The lines that changed between two versions of a page (?a=<version id>&b=<version id>)."""
+        page = get_object_or_404(Page, id=page_id)
+        wanted = [request.GET.get("a", ""), request.GET.get("b", "")]
+        if not all(v.isdigit() for v in wanted):
+            raise Http404("choose two versions of this page")
+        versions = {v.id: v for v in page.versions.filter(id__in=wanted)}
+        a, b = versions.get(int(wanted[0])), versions.get(int(wanted[1]))
+        if a is None or b is None:
+            raise Http404("choose two versions of this page")
+        lines = list(
+            difflib.unified_diff(_lines(a.text), _lines(b.text), str(a.fetched_at), str(b.fetched_at), lineterm="")
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Changes of {page.url}",
+            "page": page,
+            "a": a,
+            "b": b,
+            "lines": lines,
+        }
+        return render(request, "admin/crawl/page_diff.html", context)
 
     @admin.action(description="Retry selected pages")
     def retry_pages(self, request, queryset):
@@ -143,3 +216,8 @@ class HostAdmin(admin.ModelAdmin):
     def unblock_hosts(self, request, queryset):
         n = queryset.update(blocked=False, blocked_reason="")
         self.message_user(request, f"{n} hosts unblocked.", messages.SUCCESS)
+
+
+def _lines(text: str) -> list[str]:
+    """Visible text has no line breaks of its own: one sentence a line keeps diffs readable."""
+    return [line for line in re.split(r"(?<=[.!?])\s+", text) if line]

@@ -10,6 +10,7 @@ class CrawlConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from crawl import signals  # noqa: F401 - connects the schedule sync
         from crawl.netguard import allow_networks
 
         allow_networks(settings.CRAWL_ALLOWED_NETWORKS)

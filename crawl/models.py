@@ -1,5 +1,6 @@
 """Projects, seeds and the frontier: one row per canonical URL of a project, with a state and a lease."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -64,6 +65,24 @@ class Project(models.Model):
     )
     main_text = models.BooleanField(
         default=False, help_text="Also extract the main article text with trafilatura (slow: about 0.5 s a page)."
+    )
+    recrawl_every_minutes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Run the recrawl dispatcher every N minutes (kept in sync with celery beat)."
+    )
+    recrawl_crontab = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        help_text='Or a crontab for the dispatcher, "minute hour day-of-month month day-of-week" in UTC.',
+    )
+    revisit_min_seconds = models.PositiveIntegerField(
+        default=3600, help_text="A page is never refetched sooner than this (pyspider's age)."
+    )
+    revisit_max_seconds = models.PositiveIntegerField(
+        default=30 * 86400, help_text="An unchanging page is still refetched at least this often."
+    )
+    hub_revisit_seconds = models.PositiveIntegerField(
+        default=900, help_text="Hubs (seeds, sitemaps, feeds) are refetched this often, to find new pages quickly."
     )
     rules_changed_at = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="Last change to the project's rule sets (workers reload them)."
@@ -130,6 +149,17 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        from crawl.services.schedules import crontab_fields
+
+        if self.recrawl_every_minutes and self.recrawl_crontab:
+            raise ValidationError("choose an interval or a crontab for the recrawl schedule, not both")
+        if self.recrawl_crontab:
+            try:
+                crontab_fields(self.recrawl_crontab)
+            except ValidationError as exc:
+                raise ValidationError({"recrawl_crontab": exc.messages}) from None
 
 
 class Seed(models.Model):
@@ -198,6 +228,15 @@ class Page(models.Model):
         max_length=64, blank=True, default="", db_index=True, help_text="sha256 of the normalised text."
     )
     simhash = models.BigIntegerField(null=True, blank=True, help_text="64-bit near-duplicate signature (signed).")
+    revisit_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Adaptive revisit interval: halved when the page changed, doubled when not."
+    )
+    changed_at = models.DateTimeField(null=True, blank=True, help_text="Last time its content really changed.")
+    fetch_count = models.PositiveIntegerField(default=0)
+    change_count = models.PositiveIntegerField(default=0)
+    itag = models.CharField(
+        max_length=64, blank=True, default="", help_text="Marker of what the page was extracted with (rules stamp)."
+    )
     etag = models.CharField(max_length=500, blank=True, default="", help_text="ETag of the stored response.")
     last_modified = models.CharField(max_length=100, blank=True, default="", help_text="Its Last-Modified header.")
     not_modified_at = models.DateTimeField(null=True, blank=True, help_text="Last 304 Not Modified answer.")
@@ -274,3 +313,22 @@ class HostLease(models.Model):
     token = models.UUIDField(db_index=True)
     slots = models.PositiveSmallIntegerField()
     expires_at = models.DateTimeField()
+
+
+class PageVersion(models.Model):
+    """One real change of a page: a new normalised text (a changed timestamp alone is not one)."""
+
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="versions")
+    fetched_at = models.DateTimeField()
+    content_sha256 = models.CharField(max_length=64)
+    text_hash = models.CharField(max_length=64)
+    size = models.PositiveIntegerField(null=True, blank=True)
+    title = models.TextField(blank=True, default="")
+    text = models.TextField(blank=True, default="", help_text="The visible text of that version (for diffs).")
+
+    class Meta:
+        indexes = [models.Index(fields=["page", "fetched_at"], name="version_page_time")]
+        ordering = ["fetched_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.page_id} @ {self.fetched_at:%Y-%m-%d %H:%M:%S}"

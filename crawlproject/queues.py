@@ -9,6 +9,7 @@ STAGE_QUEUES = (FETCH, EXTRACT, DOWNLOAD, RENDER)
 TASK_ROUTES = {
     "crawl.fetch_batch": {"queue": FETCH},
     "crawl.reap": {"queue": FETCH},
+    "crawl.dispatch": {"queue": FETCH},
     "crawl.render_batch": {"queue": RENDER},
     "scrape.extract_batch": {"queue": EXTRACT},
     "media.download_batch": {"queue": DOWNLOAD},

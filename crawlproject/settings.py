@@ -49,6 +49,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "crawlproject.urls"
+LOGIN_URL = "/admin/login/"
 WSGI_APPLICATION = "crawlproject.wsgi.application"
 
 TEMPLATES = [
@@ -195,7 +196,7 @@ CRAWL_DOWNLOAD_BATCH = env.int("CRAWL_DOWNLOAD_BATCH", default=10)
 CRAWL_LEASE_SECONDS = env.int("CRAWL_LEASE_SECONDS", default=600)
 # Queued work with no message seen for this long is published again (lost broker message).
 CRAWL_REPUBLISH_SECONDS = env.int("CRAWL_REPUBLISH_SECONDS", default=300)
-CRAWL_REAP_INTERVAL_SECONDS = env.int("CRAWL_REAP_INTERVAL_SECONDS", default=30)
+CRAWL_REAP_INTERVAL_SECONDS = env.int("CRAWL_REAP_INTERVAL_SECONDS", default=10)
 CRAWL_MAX_ATTEMPTS = env.int("CRAWL_MAX_ATTEMPTS", default=3)
 # Transient failures wait base * 2^(attempt-1) seconds (capped at 1 h) before the next attempt.
 CRAWL_RETRY_BASE_SECONDS = env.float("CRAWL_RETRY_BASE_SECONDS", default=30.0)

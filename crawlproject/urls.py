@@ -3,9 +3,11 @@
 from django.contrib import admin
 from django.urls import path
 
+from crawl.views import changes_since
 from scrape.admin import try_url_view
 
 urlpatterns = [
     path("admin/tryurl/", admin.site.admin_view(try_url_view), name="admin-tryurl"),
     path("admin/", admin.site.urls),
+    path("api/changes/", changes_since, name="api-changes"),
 ]

@@ -6,12 +6,14 @@ import logging
 import zlib
 from dataclasses import dataclass, field
 
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from crawl.models import Page, PageContent
 from crawl.retry import atomic_with_retry
+from crawl.services.freshness import revisit, versions_record
 from crawl.services.frontier import page_finish, pages_claim_for_extract, pages_discover_many
+from crawl.services.outcomes import rules_stamp
 from media.services import assets_link_many
 
 from .decide import PageResult, extract_page
@@ -59,16 +61,34 @@ def _write(results: list[PageResult], token, worker: str, outcome: ExtractOutcom
     refs = {r.page.id: r.media for r in results if r.media}
     new_assets, pending_pages = assets_link_many(project=project, refs_by_page=refs)
     outcome.new_asset_ids += new_assets
-    finished = []
+    finished, versions = [], []
     for result in sorted(results, key=lambda r: r.page.id):
-        changes = result.changes | {"extracted_by": worker}
+        changes = result.changes | {"extracted_by": worker} | _freshness(result, versions)
         if result.page.id in pending_pages and changes["state"] == Page.State.DONE:
             changes["state"] = Page.State.EXTRACTED  # done once its media is downloaded
         if page_finish(page_id=result.page.id, token=token, from_state=Page.State.FETCHED, **changes):
             finished.append(result)
         else:
             log.warning("lease lost before finishing extraction of page %s", result.page.id)
+            versions = [v for v in versions if v[0].id != result.page.id]
     items_store(finished)
+    versions_record(versions)
+
+
+def _freshness(result: PageResult, versions: list) -> dict:
+    """Change detection on the normalised text: a new version and a shorter revisit when it changed."""
+    page, changes = result.page, result.changes
+    stamp = {"itag": rules_stamp(page.project)}
+    if "text_hash" not in changes:
+        return stamp | revisit(page.project, page, changed=True)
+    if changes["text_hash"] == page.text_hash:
+        return stamp | revisit(page.project, page, changed=False)
+    versions.append((page, changes, result.extraction.text if result.extraction else ""))
+    return (
+        stamp
+        | revisit(page.project, page, changed=True)
+        | {"changed_at": timezone.now(), "change_count": F("change_count") + 1}
+    )
 
 
 def items_store(results: list[PageResult]) -> None:

@@ -8,7 +8,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from crawl.fetcher import FetchResponse, is_transient
-from crawl.models import Page
+from crawl.models import Page, Project
+
+from .freshness import unchanged
 
 RETRYABLE_EXTRA = ("robots_unavailable", "host_backoff")
 
@@ -16,9 +18,15 @@ RETRYABLE_EXTRA = ("robots_unavailable", "host_backoff")
 def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None = None) -> dict:
     """The row changes for one response. backoff_until: the host asked us to wait (Retry-After)."""
     now = timezone.now()
-    base = {"fetched_at": now, "error_code": "", "error_message": "", "fetch_ms": int(response.elapsed * 1000)}
-    if response.status_code == 304:
-        return base | {"state": Page.State.DONE, "not_modified_at": now}  # unchanged: nothing new stored
+    base = {
+        "fetched_at": now,
+        "error_code": "",
+        "error_message": "",
+        "fetch_ms": int(response.elapsed * 1000),
+        "fetch_count": F("fetch_count") + 1,
+    }
+    if response.status_code == 304:  # unchanged: nothing new is stored, the page is revisited later
+        return base | unchanged(page.project, page) | {"not_modified_at": now}
     if response.status_code is not None:
         base |= {
             "status_code": response.status_code,
@@ -30,11 +38,14 @@ def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None 
         return base | postpone(code, message, backoff_until)
     if code:
         return base | failure(page, code, message)
+    body_sha256 = hashlib.sha256(response.body).hexdigest()
+    if body_sha256 == page.content_sha256 and page.itag == rules_stamp(page.project) and page.fetch_count:
+        return base | unchanged(page.project, page)  # the same bytes, extracted with the same rules
     return base | {
         "state": Page.State.FETCHED,
         "enqueued_at": now,
         "content_length": len(response.body),
-        "content_sha256": hashlib.sha256(response.body).hexdigest(),
+        "content_sha256": body_sha256,
         "etag": response.headers.get("etag", "")[:500],
         "last_modified": response.headers.get("last-modified", "")[:100],
     }
@@ -75,3 +86,8 @@ def error_of(response: FetchResponse) -> tuple[str, str]:
 
 def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(3600, settings.CRAWL_RETRY_BASE_SECONDS * 2 ** max(0, attempts - 1)))
+
+
+def rules_stamp(project: Project) -> str:
+    """What a page was extracted with (pyspider's itag): a change of the rules makes it due again."""
+    return project.rules_changed_at.isoformat() if project.rules_changed_at else ""

@@ -1,0 +1,56 @@
+"""Each project's recrawl schedule, kept in sync with django-celery-beat's PeriodicTask rows.
+
+One PeriodicTask per project, found by a fixed name, so editing the schedule updates that row and
+never adds a second one. The task only ticks the dispatcher; which pages are due is decided by
+their own revisit times in the database.
+"""
+
+import json
+
+from django.core.exceptions import ValidationError
+from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
+
+from crawl.models import Project
+
+
+def task_name(project: Project) -> str:
+    return f"crawlhub recrawl dispatcher: project {project.id}"
+
+
+def crontab_fields(expression: str) -> dict:
+    """ "m h dom mon dow" (UTC) as CrontabSchedule fields; a clear error otherwise."""
+    parts = expression.split()
+    if len(parts) != 5:
+        raise ValidationError(f"a crontab has 5 fields (minute hour day-of-month month day-of-week), not {len(parts)}")
+    names = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+    return dict(zip(names, parts, strict=True))
+
+
+def schedule_sync(project: Project) -> PeriodicTask | None:
+    """Create, update or remove the project's dispatcher task to match its schedule fields."""
+    name = task_name(project)
+    if not project.recrawl_every_minutes and not project.recrawl_crontab:
+        PeriodicTask.objects.filter(name=name).delete()
+        return None
+    when = _schedule_of(project)
+    defaults = {
+        "task": "crawl.dispatch",
+        "kwargs": json.dumps({"project_id": project.id}),
+        "enabled": project.status == Project.Status.ACTIVE,
+        "interval": when if isinstance(when, IntervalSchedule) else None,
+        "crontab": when if isinstance(when, CrontabSchedule) else None,
+        "queue": "fetch",
+        "expire_seconds": 60,  # a tick that waited a minute in the queue is skipped, not run late
+    }
+    task, _ = PeriodicTask.objects.update_or_create(name=name, defaults=defaults)
+    return task
+
+
+def _schedule_of(project: Project):
+    if project.recrawl_every_minutes:
+        interval, _ = IntervalSchedule.objects.get_or_create(
+            every=project.recrawl_every_minutes, period=IntervalSchedule.MINUTES
+        )
+        return interval
+    crontab, _ = CrontabSchedule.objects.get_or_create(**crontab_fields(project.recrawl_crontab), timezone="UTC")
+    return crontab
