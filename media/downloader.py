@@ -76,3 +76,12 @@ async def _write(r: httpx.Response, sink, result: Download, max_bytes: int) -> N
         digest.update(chunk)
         sink.write(chunk)
     result.sha256, result.size = digest.hexdigest(), size
+
+
+def file_sha256(path: str) -> str:
+    """sha256 of a file on disk, read 1 MiB at a time (yt-dlp and gallery-dl outputs)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -4,7 +4,6 @@ No Django here. Only the URL's own host passes the address check before the run:
 its own sockets, so the hosts it goes on to fetch from are not checked (keep it to public crawls).
 """
 
-import hashlib
 import mimetypes
 import os
 import re
@@ -16,7 +15,7 @@ import tempfile
 from urllib.parse import urlsplit
 
 from crawl.netguard import address_permitted
-from media.downloader import Download
+from media.downloader import Download, file_sha256
 
 EXECUTABLE = "gallery-dl"
 MAX_FILES = 100
@@ -153,7 +152,7 @@ def _adopt(url: str, path: str, destination: str, tmp_dir: str, max_bytes: int) 
         url=url,
         status_code=200,
         path=final,
-        sha256=_sha256(final),
+        sha256=file_sha256(final),
         size=size,
         mime=mimetypes.guess_type(final)[0] or "application/octet-stream",
         metadata={"relative_path": relative},
@@ -176,14 +175,6 @@ def _address_refusal(url: str, allow_private: bool) -> tuple[str, str] | None:
 
 def _failed(url: str, error_code: str, error_message: str) -> Download:
     return Download(url=url, error_code=error_code, error_message=error_message)
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _last_line(text: str) -> str:

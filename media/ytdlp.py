@@ -4,7 +4,6 @@ No Django here. yt-dlp opens its own sockets, so the page host, every request it
 of the chosen format pass crawl.netguard's address check before any media bytes flow.
 """
 
-import hashlib
 import logging
 import math
 import mimetypes
@@ -18,7 +17,7 @@ from urllib.parse import urljoin, urlsplit
 import yt_dlp
 
 from crawl.netguard import address_permitted
-from media.downloader import Download
+from media.downloader import Download, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +244,7 @@ def _adopt(result: Download, output: str, info: dict, tmp_dir: str, max_bytes: i
     )
     os.close(fd)
     os.replace(output, result.path)
-    result.status_code, result.size, result.sha256 = 200, size, _sha256(result.path)
+    result.status_code, result.size, result.sha256 = 200, size, file_sha256(result.path)
     result.mime = mimetypes.guess_type(result.path)[0] or "application/octet-stream"
     result.metadata = {k: info[k] for k in METADATA_KEYS if _is_json_scalar(info.get(k))}
 
@@ -259,14 +258,6 @@ def _looks_like_html(path: str) -> bool:
     with open(path, "rb") as f:
         head = f.read(512).lstrip().lower()
     return head.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from crawl.robots import policy_from_response
 from crawl.services.fetching import allows_private, build_request, fetch_limits, user_agent_of
 from crawl.urls import InvalidURL, canonicalize, host_of, origin_of
 
-from .decide import PageResult, extract_page
+from .decide import PageResult, extract_page, extraction_fields
 
 
 @dataclass
@@ -83,14 +83,5 @@ def trial_report(trial: Trial) -> dict:
         "media": [{"url": u, "kind": k} for u, k in result.media],
     }
     if extraction is not None:
-        report["fields"] = {
-            "title": extraction.title,
-            "description": extraction.description,
-            "lang": extraction.lang,
-            "canonical": extraction.canonical,
-            "headings": extraction.headings,
-            "opengraph": extraction.opengraph,
-            "json_ld": extraction.json_ld,
-            "text": extraction.text[:2000],
-        }
+        report["fields"] = extraction_fields(extraction) | {"text": extraction.text[:2000]}
     return report

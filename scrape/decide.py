@@ -183,9 +183,9 @@ def _apply_spider(page: Page, body: bytes, headers: dict, items: list, media: li
     return result.follow
 
 
-def _page_item(page: Page, extraction: Extraction, body: bytes, main_text: bool) -> dict:
-    data = {
-        "url": page.url,
+def extraction_fields(extraction: Extraction) -> dict:
+    """The standard fields of a page (the `page` item, and what the debugger shows)."""
+    return {
         "title": extraction.title,
         "description": extraction.description,
         "lang": extraction.lang,
@@ -194,6 +194,13 @@ def _page_item(page: Page, extraction: Extraction, body: bytes, main_text: bool)
         "opengraph": extraction.opengraph,
         "json_ld": extraction.json_ld,
         "text": extraction.text,
+    }
+
+
+def _page_item(page: Page, extraction: Extraction, body: bytes, main_text: bool) -> dict:
+    data = {
+        "url": page.url,
+        **extraction_fields(extraction),
         "links": len(extraction.links),
         "media": [m.url for m in extraction.media],
     }
