@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 from crawl.models import Page, Project
-from media.models import MediaAsset
+from media.models import MediaAsset, PageAsset
 from scrape.models import Item
 
 PAGE_FIELDS = [
@@ -55,17 +55,29 @@ def export_rows(project: Project, what: str) -> Iterator[dict]:
         for row in qs.iterator(chunk_size=CHUNK):
             yield {"url": row.pop("page__url"), **row}
     elif what == "assets":
-        qs = MediaAsset.objects.filter(project=project).order_by("id")
-        for asset in qs.prefetch_related("page_links__page").iterator(chunk_size=CHUNK):
-            yield _asset_row(asset)
+        yield from _asset_rows(project)
     else:
         raise ValueError(f"cannot export {what!r}: choose pages, items or assets")
 
 
-def _asset_row(asset: MediaAsset) -> dict:
-    row = {f: getattr(asset, f) for f in ASSET_FIELDS if f != "pages"}
-    row["pages"] = [link.page.url for link in asset.page_links.all()]
-    return row
+def _asset_rows(project: Project) -> Iterator[dict]:
+    """Assets with the URLs of the pages that reference them, a bounded chunk at a time (SQLite
+    refuses huge IN lists, and a prefetch of every link of a big crawl would build one)."""
+    fields = [f for f in ASSET_FIELDS if f != "pages"]
+    last_id = 0
+    while True:
+        chunk = list(
+            MediaAsset.objects.filter(project=project, id__gt=last_id).order_by("id").values("id", *fields)[:500]
+        )
+        if not chunk:
+            return
+        pages: dict[int, list[str]] = {}
+        links = PageAsset.objects.filter(asset_id__in=[a["id"] for a in chunk]).order_by("page_id")
+        for asset_id, url in links.values_list("asset_id", "page__url"):
+            pages.setdefault(asset_id, []).append(url)
+        for asset in chunk:
+            last_id = asset.pop("id")
+            yield asset | {"pages": pages.get(last_id, [])}
 
 
 def write_jsonl(rows, out) -> int:
