@@ -6,9 +6,13 @@ from django.dispatch import receiver
 from crawl.models import Project
 from crawl.services.schedules import schedule_sync, task_name
 
+SCHEDULE_FIELDS = frozenset({"recrawl_every_minutes", "recrawl_crontab", "status"})
+
 
 @receiver(post_save, sender=Project)
-def project_saved(sender, instance: Project, **kwargs) -> None:
+def project_saved(sender, instance: Project, update_fields=None, **kwargs) -> None:
+    if update_fields is not None and not SCHEDULE_FIELDS & set(update_fields):
+        return  # a save of other fields (say, the token bucket) leaves beat alone
     schedule_sync(instance)
 
 

@@ -119,8 +119,7 @@ def _apply_bucket(project: Project, plans: dict[str, HostPlan]) -> None:
             if paid < plan.granted:
                 refill = now + timedelta(seconds=(plan.granted - paid) / row.rate_limit)
                 plan.granted, plan.retry_at = paid, max(plan.retry_at or refill, refill)
-        row.bucket_tokens, row.bucket_updated_at = tokens, now
-        row.save(update_fields=["bucket_tokens", "bucket_updated_at"])
+        Project.objects.filter(id=row.id).update(bucket_tokens=tokens, bucket_updated_at=now)
 
 
 def host_back_off(*, host: str, seconds: float, status: int) -> datetime:
