@@ -18,6 +18,7 @@ from .models import RuleSet
 from .rules import CompiledRules, RuleError, compile_rules
 from .spiders import Response, SpiderError, get_spider, load_spider_modules, run_spider
 
+MAX_ITEM_LINKS = 1000  # links stored with anchor text on the page item (all of them are followed)
 _RULES: dict[int, tuple[object, list[CompiledRules]]] = {}
 _SPIDERS_LOADED = False
 
@@ -198,10 +199,12 @@ def extraction_fields(extraction: Extraction) -> dict:
 
 
 def _page_item(page: Page, extraction: Extraction, body: bytes, main_text: bool) -> dict:
+    links = [{"url": link.url, "text": link.text, "nofollow": link.nofollow} for link in extraction.links]
     data = {
         "url": page.url,
         **extraction_fields(extraction),
-        "links": len(extraction.links),
+        "links": links[:MAX_ITEM_LINKS],
+        "link_count": len(links),
         "media": [m.url for m in extraction.media],
     }
     if main_text:

@@ -1,6 +1,7 @@
 """Extraction in the admin: a bad rule is refused with its reason; the Try-a-URL page; fingerprints."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,17 @@ def test_the_same_text_at_two_urls_gets_the_same_fingerprint(db):
     first, second = (r.changes for r in results)
     assert first["text_hash"] == second["text_hash"], "a changing timestamp is not a content change"
     assert first["simhash"] == second["simhash"]
+
+
+def test_the_page_item_keeps_links_with_anchor_text_and_main_text_when_asked(db):
+    article = (Path(__file__).parent / "fixtures" / "article.html").read_bytes()
+    plain = Project(name="plain", slug="plain")
+    reader = Project(name="reader", slug="reader", main_text=True)
+    url = "https://news.example.com/2026/11/park.html"
+    item = extract_page(Page(project=plain, url=url, content_type="text/html"), article, {}).items[0].data
+    assert item["link_count"] == len(item["links"]) > 0
+    assert {"url", "text", "nofollow"} == set(item["links"][0])
+    assert any(link["nofollow"] for link in item["links"])
+    assert "main_text" not in item
+    main = extract_page(Page(project=reader, url=url, content_type="text/html"), article, {}).items[0].data
+    assert "riverside park" in main["main_text"].lower()
