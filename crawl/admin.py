@@ -12,8 +12,9 @@ from django.utils.html import format_html
 
 from crawl import pipeline
 from crawl.models import Host, Page, PageVersion, Project, RobotsTxt, Seed
+from crawl.selectors import project_progress
 from crawl.services.frontier import pages_recrawl
-from crawl.services.projects import project_counts, seed_problem
+from crawl.services.projects import seed_problem
 from scrape.models import RuleSet
 
 
@@ -113,7 +114,7 @@ class ProjectAdmin(admin.ModelAdmin):
 
     @admin.display(description="Frontier by state")
     def frontier(self, obj):
-        counts = project_counts(obj) if obj.pk else {}
+        counts = project_progress(obj)["pages"] if obj.pk else {}
         return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "empty"
 
 

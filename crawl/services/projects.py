@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.text import slugify
 
-from crawl.models import Page, Project, Seed
+from crawl.models import Project, Seed
 from crawl.netguard import address_permitted
 from crawl.urls import InvalidURL, canonicalize, host_of
 
@@ -50,14 +50,6 @@ def seeds_add(*, project: Project, urls: list[str], kind: str = Seed.Kind.PAGE) 
     Seed.objects.bulk_create([Seed(project=project, url=u.strip(), kind=kind) for u in urls], ignore_conflicts=True)
     forget_scope(project.id)
     return seeds_enqueue(project)
-
-
-def project_counts(project: Project) -> dict[str, int]:
-    """Frontier rows per state (one GROUP BY)."""
-    from django.db.models import Count
-
-    rows = Page.objects.filter(project=project).values("state").annotate(n=Count("id"))
-    return {r["state"]: r["n"] for r in rows}
 
 
 _OFFERED: set[tuple[int, str]] = set()

@@ -5,8 +5,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from crawl.exports import FIELDS, TAR_MODES, export_rows, write_csv, write_jsonl, write_tar
-from crawl.models import Project
-from crawl.services.projects import project_by_ref
+from crawl.management.commands._project import project_arg
 
 
 class Command(BaseCommand):
@@ -22,10 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("-o", "--output", help="file to write (default: standard output)")
 
     def handle(self, *args, **opts):
-        try:
-            project = project_by_ref(opts["project"])
-        except Project.DoesNotExist as exc:
-            raise CommandError(str(exc)) from None
+        project = project_arg(opts["project"])
         if opts["format"] in TAR_MODES:
             n = self._tar(project, opts)
         else:

@@ -1,12 +1,11 @@
 """python manage.py recrawl PROJECT [--all|--due]: queue a project's pages for fetching again."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from crawl import pipeline
-from crawl.models import Project
+from crawl.management.commands._project import project_arg
 from crawl.services.freshness import pages_dispatch
 from crawl.services.frontier import pages_recrawl
-from crawl.services.projects import project_by_ref
 
 
 class Command(BaseCommand):
@@ -22,10 +21,7 @@ class Command(BaseCommand):
         which.add_argument("--due", action="store_true", help="only pages whose revisit is due (the default)")
 
     def handle(self, *args, **opts):
-        try:
-            project = project_by_ref(opts["project"])
-        except Project.DoesNotExist as exc:
-            raise CommandError(str(exc)) from None
+        project = project_arg(opts["project"])
         if opts["all"]:
             count = pages_recrawl(project=project)
             self.stdout.write(f"{project.slug}: {count} pages queued; the reaper hands them to the fetch workers")

@@ -5,8 +5,8 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from crawl.management.commands._project import project_arg
 from crawl.models import Page, Project
-from crawl.services.projects import project_by_ref
 from crawl.services.reaper import reap
 from crawl.workers import EmbeddedWorker
 from scrape.services import pages_reextract
@@ -21,10 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=600, help="give up waiting after N seconds")
 
     def handle(self, *args, **opts):
-        try:
-            project = project_by_ref(opts["project"])
-        except Project.DoesNotExist as exc:
-            raise CommandError(str(exc)) from None
+        project = project_arg(opts["project"])
         queued = pages_reextract(project=project)
         self.stdout.write(f"{project.slug}: {queued} stored pages queued for extraction")
         if opts["wait"] and queued:

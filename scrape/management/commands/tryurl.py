@@ -4,8 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from crawl.models import Project
-from crawl.services.projects import project_by_ref
+from crawl.management.commands._project import project_arg
 from scrape.debugger import trial_report, try_url
 
 
@@ -24,10 +23,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         project = None
         if opts["project"]:
-            try:
-                project = project_by_ref(opts["project"])
-            except Project.DoesNotExist as exc:
-                raise CommandError(str(exc)) from None
+            project = project_arg(opts["project"])
         report = trial_report(try_url(opts["url"], project=project, allow_private=opts["allow_private"]))
         if opts["json"]:
             self.stdout.write(json.dumps(report, default=str, ensure_ascii=False, indent=2))
