@@ -1,3 +1,22 @@
-"""REST API routes (mounted at /api/)."""
+"""REST API routes (mounted at /api/): resources, the OpenAPI schema and its Swagger UI."""
 
-urlpatterns: list = []
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from .projects import ProjectViewSet, SeedViewSet
+from .results import AssetViewSet, FailureViewSet, ItemViewSet, PageViewSet
+
+router = DefaultRouter()
+router.register("projects", ProjectViewSet, basename="project")
+router.register("seeds", SeedViewSet, basename="seed")
+router.register("pages", PageViewSet, basename="page")
+router.register("failures", FailureViewSet, basename="failure")
+router.register("items", ItemViewSet, basename="item")
+router.register("assets", AssetViewSet, basename="asset")
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include(router.urls)),
+]
