@@ -1,4 +1,4 @@
-"""Export rows of a project as JSON lines or CSV, streamed (no full table in memory)."""
+"""Export a project's rows as JSON lines or CSV and its assets as tar, streamed (WARC: crawl/warc.py)."""
 
 import csv
 import io
@@ -58,6 +58,12 @@ def export_rows(project: Project, what: str) -> Iterator[dict]:
         yield from _asset_rows(project)
     else:
         raise ValueError(f"cannot export {what!r}: choose pages, items or assets")
+
+
+def export_count(project: Project, what: str) -> int:
+    """How many rows export_rows(project, what) yields (for progress)."""
+    model = {"pages": Page, "items": Item, "assets": MediaAsset}[what]
+    return model.objects.filter(project=project).count()
 
 
 def _asset_rows(project: Project) -> Iterator[dict]:

@@ -5,6 +5,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from crawl.management.commands._progress import progress
 from crawl.management.commands._project import project_arg
 from crawl.models import Page, Project
 from crawl.services.reaper import reap
@@ -25,20 +26,28 @@ class Command(BaseCommand):
         queued = pages_reextract(project=project)
         self.stdout.write(f"{project.slug}: {queued} stored pages queued for extraction")
         if opts["wait"] and queued:
-            self._wait(project, opts["timeout"])
+            self._wait(project, queued, opts["timeout"])
 
-    def _wait(self, project: Project, timeout: float) -> None:
+    def _wait(self, project: Project, queued: int, timeout: float) -> None:
         worker = EmbeddedWorker(concurrency=2) if settings.CELERY_EMBEDDED_BROKER else None
         if worker:
             worker.start()
         started = time.monotonic()
         try:
-            while Page.objects.filter(project=project, state__in=["fetched", "extracted"]).exists():
-                if time.monotonic() - started > timeout:
-                    raise CommandError("re-extraction did not finish in time; it goes on in the workers")
-                reap(project_id=project.id)
-                time.sleep(0.5)
+            with progress("re-extracting", queued) as advance:
+                self._poll(project, queued, advance, started + timeout)
         finally:
             if worker:
                 worker.stop()
-        self.stdout.write(f"{project.slug}: re-extracted in {time.monotonic() - started:.1f} s")
+        self.stdout.write(f"{project.slug}: re-extracted {queued} pages in {time.monotonic() - started:.1f} s")
+
+    def _poll(self, project: Project, queued: int, advance, deadline: float) -> None:
+        shown = 0
+        while remaining := Page.objects.filter(project=project, state__in=["fetched", "extracted"]).count():
+            if time.monotonic() > deadline:
+                raise CommandError("re-extraction did not finish in time; it goes on in the workers")
+            if queued - remaining > shown:
+                advance(queued - remaining - shown)
+                shown = queued - remaining
+            reap(project_id=project.id)
+            time.sleep(0.5)

@@ -15,7 +15,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("url")
+        parser.add_argument("url", help="the page to fetch and extract")
         parser.add_argument("--project", help="use this project's rules, spider, API mode and request settings")
         parser.add_argument("--allow-private", action="store_true", help="allow loopback and private addresses")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
