@@ -35,5 +35,6 @@ USER crawlhub
 
 EXPOSE 8000
 
+# crawlproject/gunicorn_conf.py: bind, timeout, access log, JSON log lines with CRAWLHUB_LOG_FORMAT=json.
 # WEB_CONCURRENCY (gunicorn's own variable) sets the number of gunicorn workers; GUNICORN_CMD_ARGS adds options.
-CMD ["gunicorn", "crawlproject.wsgi", "--bind", "0.0.0.0:8000", "--access-logfile", "-", "--timeout", "60"]
+CMD ["gunicorn", "-c", "python:crawlproject.gunicorn_conf", "crawlproject.wsgi"]

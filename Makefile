@@ -60,6 +60,9 @@ worker-download: install
 	$(BIN)/celery -A crawlproject worker -Q download -n download@%h -l INFO
 beat: install
 	$(BIN)/celery -A crawlproject beat -l INFO
+flower: install
+	@$(BIN)/python -c "import flower" 2>/dev/null || $(BIN)/pip install -q -r requirements/prod.txt
+	PYTHON=$(BIN)/python bash scripts/flower.sh
 
 clean:
 	rm -rf var/db.sqlite3* var/broker var/assets var/tmp var/log

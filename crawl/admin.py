@@ -1,21 +1,29 @@
-"""Admin for projects, seeds, the frontier and robots cache (issue 7 builds the full console on it)."""
+"""Admin for projects and seeds (with their actions and exports); the frontier's admin is in
+crawl/admin_frontier.py, the live dashboard in crawl/dashboard.py."""
 
-import difflib
-import re
+import io
+from collections.abc import Iterator
+from itertools import islice
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import Http404
-from django.shortcuts import get_object_or_404, render
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseBadRequest, HttpResponseRedirect, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
-from crawl import pipeline
-from crawl.models import Host, Page, PageVersion, Project, RobotsTxt, Seed
+from crawl import admin_frontier  # noqa: F401 - registers the pages, failures, hosts and robots.txt admins
+from crawl.exports import FIELDS, export_rows, write_csv, write_jsonl
+from crawl.models import Project, Seed
 from crawl.selectors import project_progress
+from crawl.services.control import project_pause, project_resume, project_retry_failed, project_start
 from crawl.services.frontier import pages_recrawl
-from crawl.services.projects import seed_problem
+from crawl.services.projects import seed_problem, seeds_add
 from scrape.models import RuleSet
+
+EXPORT_FORMATS = {"jsonl": "application/x-ndjson; charset=utf-8", "csv": "text/csv; charset=utf-8"}
+EXPORT_BATCH = 500
 
 
 class SeedForm(forms.ModelForm):
@@ -25,18 +33,29 @@ class SeedForm(forms.ModelForm):
         model = Seed
         fields = ("url", "kind", "active", "method", "body", "headers")
 
+    def __init__(self, *args, project: Project | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.project = project
+
     def clean_url(self):
         url = self.cleaned_data["url"]
-        allow_private = bool(self.instance.project_id and self.instance.project.allow_private)
-        problem = seed_problem(url, allow_private=allow_private)
+        # The project being edited, with the allow_private just submitted (also before its first save).
+        project = self.project or (self.instance.project if self.instance.project_id else None)
+        problem = seed_problem(url, allow_private=bool(project and project.allow_private))
         if problem:
             raise forms.ValidationError(problem)
         return url
 
 
+class SeedFormSet(forms.BaseInlineFormSet):
+    def get_form_kwargs(self, index):
+        return {**super().get_form_kwargs(index), "project": self.instance}
+
+
 class SeedInline(admin.TabularInline):
     model = Seed
     form = SeedForm
+    formset = SeedFormSet
     extra = 1
 
 
@@ -46,9 +65,40 @@ class RuleSetInline(admin.StackedInline):
     readonly_fields = ("version",)
 
 
+class ProjectForm(forms.ModelForm):
+    bulk_seeds = forms.CharField(
+        required=False,
+        label="Paste seeds",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 90}),
+        help_text="More start URLs, one per line, checked like the seeds below; seeds already there are kept.",
+    )
+
+    class Meta:
+        model = Project
+        fields = ("name",)  # the admin builds the form with its fieldsets' fields
+
+    def clean(self):
+        cleaned = super().clean()
+        urls, problems = [], []
+        allow_private = bool(cleaned.get("allow_private"))
+        for number, line in enumerate((cleaned.get("bulk_seeds") or "").splitlines(), start=1):
+            url = line.strip()
+            if not url:
+                continue
+            problem = seed_problem(url, allow_private=allow_private)
+            if problem:
+                problems.append(f"line {number}: {url}: {problem}")
+            urls.append(url)
+        if problems:
+            self.add_error("bulk_seeds", problems)
+        cleaned["pasted_seeds"] = urls
+        return cleaned
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "status", "max_depth", "max_pages", "obey_robots", "created_at")
+    form = ProjectForm
+    list_display = ("name", "slug", "status", "max_depth", "max_pages", "open_links", "export_links", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
@@ -56,6 +106,7 @@ class ProjectAdmin(admin.ModelAdmin):
     readonly_fields = ("frontier",)
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "frontier")}),
+        ("Seeds", {"fields": ("bulk_seeds",)}),
         (
             "Scope",
             {
@@ -105,120 +156,102 @@ class ProjectAdmin(admin.ModelAdmin):
         ),
     )
 
-    actions = ("recrawl_now",)
+    actions = ("start", "pause", "resume", "recrawl_now", "retry_failed", "export_pages")
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        pasted = form.cleaned_data.get("pasted_seeds")
+        if pasted:
+            new = seeds_add(project=form.instance, urls=pasted)
+            self.message_user(request, f"{len(pasted)} pasted seeds kept, {len(new)} new URLs in the frontier.")
+
+    @admin.action(description="Start: queue the seeds and publish the queued pages")
+    def start(self, request, queryset):
+        count = sum(project_start(project=project) for project in queryset)
+        self.message_user(request, f"{queryset.count()} projects started, {count} pages published.", messages.SUCCESS)
+
+    @admin.action(description="Pause (claimed batches finish, queued work waits)")
+    def pause(self, request, queryset):
+        count = sum(project_pause(project=project) for project in queryset)
+        self.message_user(request, f"{count} projects paused.", messages.SUCCESS)
+
+    @admin.action(description="Resume paused projects")
+    def resume(self, request, queryset):
+        count = sum(project_resume(project=project) for project in queryset)
+        self.message_user(request, f"{queryset.count()} projects resumed, {count} pages published.", messages.SUCCESS)
 
     @admin.action(description="Recrawl now (every finished page, with conditional GET)")
     def recrawl_now(self, request, queryset):
         count = sum(pages_recrawl(project=project) for project in queryset)
         self.message_user(request, f"{count} pages queued again.", messages.SUCCESS)
 
+    @admin.action(description="Retry all failed pages")
+    def retry_failed(self, request, queryset):
+        count = sum(project_retry_failed(project=project) for project in queryset)
+        self.message_user(request, f"{count} failed pages queued again.", messages.SUCCESS)
+
+    @admin.action(description="Export pages as JSON lines (one project)")
+    def export_pages(self, request, queryset):
+        projects = list(queryset[:2])
+        if len(projects) != 1:
+            self.message_user(request, "Choose exactly one project to export.", messages.WARNING)
+            return None
+        return HttpResponseRedirect(_export_url(projects[0], "pages", "jsonl"))
+
     @admin.display(description="Frontier by state")
     def frontier(self, obj):
         counts = project_progress(obj)["pages"] if obj.pk else {}
         return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "empty"
 
+    @admin.display(description="open")
+    def open_links(self, obj):
+        url = reverse("admin-dashboard") + f"?project={obj.id}"
+        pages = reverse("admin:crawl_page_changelist") + f"?project__id__exact={obj.id}"
+        return format_html('<a href="{}">dashboard</a> · <a href="{}">pages</a>', url, pages)
 
-class PageVersionInline(admin.TabularInline):
-    model = PageVersion
-    fields = ("fetched_at", "title", "size", "text_hash", "diff_link")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ("-fetched_at",)
-
-    @admin.display(description="diff")
-    def diff_link(self, obj):
-        previous = PageVersion.objects.filter(page_id=obj.page_id, fetched_at__lt=obj.fetched_at).last()
-        if previous is None:
-            return "first version"
-        url = reverse("admin:crawl_page_diff", args=[obj.page_id]) + f"?a={previous.id}&b={obj.id}"
-        return format_html('<a href="{}">changes since the previous version</a>', url)
-
-
-@admin.register(Page)
-class PageAdmin(admin.ModelAdmin):
-    inlines = [PageVersionInline]
-    list_display = ("url", "project", "state", "status_code", "depth", "error_code", "fetched_at", "text_hash")
-    list_filter = ("state", "status_code", "error_code", "kind", "project")
-    search_fields = ("url", "title", "=text_hash")
-    list_select_related = ("project",)
-    show_full_result_count = False
-    raw_id_fields = ("discovered_from",)
-    readonly_fields = [f.name for f in Page._meta.fields]
-    actions = ("retry_pages",)
+    @admin.display(description="export")
+    def export_links(self, obj):
+        links = [(_export_url(obj, what, fmt), f"{what}.{fmt}") for what in FIELDS for fmt in EXPORT_FORMATS]
+        return format_html_join(" ", '<a href="{}">{}</a>', links)
 
     def get_urls(self):
-        diff = path("<int:page_id>/diff/", self.admin_site.admin_view(self.diff_view), name="crawl_page_diff")
-        return [diff, *super().get_urls()]
+        view = self.admin_site.admin_view(self.export_view)
+        return [path("<int:project_id>/export/", view, name="crawl_project_export"), *super().get_urls()]
 
-    def diff_view(self, request, page_id: int):
-        """The lines that changed between two versions of a page (?a=<version id>&b=<version id>)."""
-        page = get_object_or_404(Page, id=page_id)
-        wanted = [request.GET.get("a", ""), request.GET.get("b", "")]
-        if not all(v.isdigit() for v in wanted):
-            raise Http404("choose two versions of this page")
-        versions = {v.id: v for v in page.versions.filter(id__in=wanted)}
-        a, b = versions.get(int(wanted[0])), versions.get(int(wanted[1]))
-        if a is None or b is None:
-            raise Http404("choose two versions of this page")
-        lines = list(
-            difflib.unified_diff(_lines(a.text), _lines(b.text), str(a.fetched_at), str(b.fetched_at), lineterm="")
-        )
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Changes of {page.url}",
-            "page": page,
-            "a": a,
-            "b": b,
-            "lines": lines,
-        }
-        return render(request, "admin/crawl/page_diff.html", context)
-
-    @admin.action(description="Retry selected pages")
-    def retry_pages(self, request, queryset):
-        ids = list(queryset.filter(state=Page.State.FAILED).values_list("id", flat=True))
-        Page.objects.filter(id__in=ids, state=Page.State.FAILED).update(
-            state=Page.State.QUEUED, attempts=0, error_code="", error_message="", enqueued_at=None
-        )
-        pipeline.publish_fetch(ids)
-        self.message_user(request, f"{len(ids)} failed pages queued again.", messages.SUCCESS)
+    def export_view(self, request, project_id: int):
+        """?format=jsonl|csv&what=pages|items|assets, streamed: the rows are never all in memory."""
+        project = get_object_or_404(Project, id=project_id)
+        if not self.has_view_permission(request, project):
+            raise PermissionDenied
+        what, fmt = request.GET.get("what", "pages"), request.GET.get("format", "jsonl")
+        if what not in FIELDS or fmt not in EXPORT_FORMATS:
+            return HttpResponseBadRequest("what: pages, items or assets; format: jsonl or csv")
+        response = StreamingHttpResponse(export_chunks(project, what, fmt), content_type=EXPORT_FORMATS[fmt])
+        response["Content-Disposition"] = f'attachment; filename="{project.slug}-{what}.{fmt}"'
+        return response
 
 
-@admin.register(RobotsTxt)
-class RobotsTxtAdmin(admin.ModelAdmin):
-    list_display = ("origin", "status_code", "error", "fetched_at")
-    search_fields = ("origin",)
+def _export_url(project: Project, what: str, fmt: str) -> str:
+    return reverse("admin:crawl_project_export", args=[project.id]) + f"?format={fmt}&what={what}"
 
 
-@admin.register(Host)
-class HostAdmin(admin.ModelAdmin):
-    list_display = (
-        "host",
-        "blocked",
-        "next_allowed_at",
-        "backoff_until",
-        "crawl_delay",
-        "min_delay",
-        "max_in_flight",
-        "last_status",
-        "updated_at",
-    )
-    list_filter = ("blocked",)
-    search_fields = ("host",)
-    readonly_fields = ("next_allowed_at", "backoff_until", "crawl_delay", "last_status", "updated_at")
-    actions = ("block_hosts", "unblock_hosts")
-
-    @admin.action(description="Block selected hosts")
-    def block_hosts(self, request, queryset):
-        n = queryset.update(blocked=True, blocked_reason=f"blocked by {request.user}")
-        self.message_user(request, f"{n} hosts blocked.", messages.SUCCESS)
-
-    @admin.action(description="Unblock selected hosts")
-    def unblock_hosts(self, request, queryset):
-        n = queryset.update(blocked=False, blocked_reason="")
-        self.message_user(request, f"{n} hosts unblocked.", messages.SUCCESS)
+def export_chunks(project: Project, what: str, fmt: str) -> Iterator[str]:
+    """The export as text chunks of EXPORT_BATCH rows, written by crawl/exports.py's writers."""
+    rows = export_rows(project, what)
+    header = ""
+    if fmt == "csv":
+        out = io.StringIO()
+        write_csv([], out, FIELDS[what])
+        header = out.getvalue()
+        yield header
+    while batch := list(islice(rows, EXPORT_BATCH)):
+        yield _written(batch, fmt, what, header)
 
 
-def _lines(text: str) -> list[str]:
-    """Visible text has no line breaks of its own: one sentence a line keeps diffs readable."""
-    return [line for line in re.split(r"(?<=[.!?])\s+", text) if line]
+def _written(rows: list[dict], fmt: str, what: str, header: str) -> str:
+    out = io.StringIO()
+    if fmt == "csv":
+        write_csv(rows, out, FIELDS[what])
+        return out.getvalue()[len(header) :]  # every batch repeats the header: keep it once
+    write_jsonl(rows, out)
+    return out.getvalue()

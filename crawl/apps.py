@@ -11,6 +11,9 @@ class CrawlConfig(AppConfig):
         from django.conf import settings
 
         from crawl import signals  # noqa: F401 - connects the schedule sync
+        from crawl.logging import structlog_configure, task_context_connect
         from crawl.netguard import allow_networks
 
         allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
+        structlog_configure(log_format=settings.CRAWLHUB_LOG_FORMAT)
+        task_context_connect()

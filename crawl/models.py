@@ -260,10 +260,19 @@ class Page(models.Model):
             models.Index(fields=["project", "state"], name="page_project_state"),
             models.Index(fields=["state", "next_fetch_at"], name="page_state_due"),
             models.Index(fields=["state", "lease_expires_at"], name="page_state_lease"),
+            models.Index(fields=["project", "fetched_at"], name="page_project_fetched"),  # dashboard windows
         ]
 
     def __str__(self) -> str:
         return self.url
+
+
+class FailedPage(Page):
+    """The failed rows of the frontier, for the admin's list of failures (a proxy: no table)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "failed page"
 
 
 class PageContent(models.Model):

@@ -1,34 +1,38 @@
 #!/usr/bin/env bash
-# System packages the test suite and media downloads need: ffmpeg (yt-dlp remuxes HLS and merges
-# separate audio/video streams with it).
-# Installs Debian's package when missing and we are root; fails with a clear message otherwise.
+# System packages the test suite and media downloads need, from Debian's packages:
+# - chromium: crawl/render.py drives Debian's build through Playwright (`playwright install` cannot
+#   download here);
+# - ffmpeg: yt-dlp remuxes HLS and merges separate audio/video streams with it;
+# - docker-compose (optional): tests/test_compose.py validates docker-compose.yml with it (no engine
+#   needed); without it that test is skipped, so a machine without apt still runs the suite.
+# Installs a missing package when we are root and apt-get exists; fails with a clear message
+# otherwise, except for the optional ones, which only warn.
 set -euo pipefail
 
-# chromium: crawl/render.py drives Debian's build through Playwright (`playwright install` cannot
-# download here).
-if command -v chromium >/dev/null; then
-  echo "system-deps: chromium already installed ($(command -v chromium))"
-elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-  echo "system-deps: chromium is missing; install it (Debian: apt-get install chromium) and re-run" >&2
-  exit 1
-else
-  echo "system-deps: installing chromium with apt-get"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -qq --no-install-recommends chromium >/dev/null
-  command -v chromium >/dev/null || { echo "system-deps: apt-get ran but chromium is still not on PATH" >&2; exit 1; }
-  echo "system-deps: installed chromium ($(chromium --version 2>/dev/null | head -1))"
-fi
+# ensure PROGRAM PACKAGE required|optional
+ensure() {
+  local program=$1 package=$2 need=$3
+  if command -v "$program" >/dev/null; then
+    echo "system-deps: $program already installed ($(command -v "$program"))"
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "system-deps: $program is missing; install it (Debian: apt-get install $package) and re-run" >&2
+    [ "$need" = optional ] && return 0
+    exit 1
+  fi
+  echo "system-deps: installing $package with apt-get"
+  if ! { apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 \
+      apt-get install -y -qq --no-install-recommends "$package" >/dev/null; }; then
+    echo "system-deps: apt-get could not install $package" >&2
+    [ "$need" = optional ] && return 0
+    exit 1
+  fi
+  command -v "$program" >/dev/null || { echo "system-deps: apt-get ran but $program is still not on PATH" >&2; exit 1; }
+  echo "system-deps: installed $package"
+}
 
-if command -v ffmpeg >/dev/null; then
-  echo "system-deps: ffmpeg already installed ($(command -v ffmpeg))"
-  exit 0
-fi
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-  echo "system-deps: ffmpeg is missing; install it (Debian: apt-get install ffmpeg) and re-run" >&2
-  exit 1
-fi
-echo "system-deps: installing ffmpeg with apt-get"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
-command -v ffmpeg >/dev/null || { echo "system-deps: apt-get ran but ffmpeg is still not on PATH" >&2; exit 1; }
-echo "system-deps: installed ffmpeg ($(ffmpeg -version | head -1))"
+ensure chromium chromium required
+ensure ffmpeg ffmpeg required
+ensure docker-compose docker-compose optional

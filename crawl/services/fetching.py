@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from django.conf import settings
 from django.db import transaction
+from structlog.contextvars import bound_contextvars
 
 from crawl import pipeline
 from crawl.fetcher import FetchLimits, FetchRequest, FetchResponse, fetch_many, retry_after_seconds, runner
@@ -49,8 +50,11 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False) 
     for page in pages:
         by_project[page.project_id].append(page)
     fetched = []
-    for project_pages in by_project.values():
-        fetched += _fetch_project_pages(project_pages, token, worker, render)
+    for project_id, project_pages in by_project.items():
+        with bound_contextvars(project_id=project_id):  # every log line below names the project
+            done = _fetch_project_pages(project_pages, token, worker, render)
+            log.info("fetched %d of %d claimed pages", len(done), len(project_pages))
+        fetched += done
     return fetched
 
 
@@ -179,7 +183,7 @@ def _record_responses(pages, responses, backoffs: dict, token, worker: str) -> l
     for page, response in zip(pages, responses, strict=True):
         changes = outcome(page, response, backoffs.get(page.host)) | {"fetched_by": worker}
         if not page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, **changes):
-            log.warning("lease lost before writing page %s; result dropped", page.id)
+            log.warning("lease lost before writing page %s; result dropped", page.id, extra={"page_id": page.id})
             continue
         if changes["state"] == Page.State.FETCHED:
             fetched.append(page.id)

@@ -1,0 +1,138 @@
+// The crawl dashboard: renders the snapshot embedded in the page, then polls the JSON endpoint
+// every 2 s and renders again. Plain DOM and inline SVG; no library.
+(function () {
+  "use strict";
+
+  const POLL_MS = 2000;
+  const SVG = "http://www.w3.org/2000/svg";
+  const root = document.getElementById("dashboard");
+  if (!root) return;
+
+  const chooser = document.getElementById("dashboard-project");
+  if (chooser) chooser.addEventListener("change", () => chooser.form.submit());
+
+  const url = root.dataset.url;
+  const initial = document.getElementById("dashboard-initial");
+  if (!url || !initial) return;
+
+  function lookup(data, path) {
+    return path.split(".").reduce((value, key) => (value == null ? undefined : value[key]), data);
+  }
+
+  function cell(tag, text, className) {
+    const el = document.createElement(tag);
+    el.textContent = text == null ? "–" : String(text);
+    if (className) el.className = className;
+    return el;
+  }
+
+  function fillRows(id, rows) {
+    const body = document.getElementById(id);
+    body.replaceChildren(...rows);
+    if (!rows.length) {
+      const tr = document.createElement("tr");
+      tr.appendChild(cell("td", "none"));
+      body.appendChild(tr);
+    }
+  }
+
+  function pairRows(pairs) {
+    return pairs.map(([name, count]) => {
+      const tr = document.createElement("tr");
+      tr.append(cell("th", name || "(none)"), cell("td", count, "num"));
+      return tr;
+    });
+  }
+
+  function stageRows(data) {
+    const stages = Array.from(new Set([...Object.keys(data.backlog), ...Object.keys(data.queues)]));
+    return stages.map((stage) => {
+      const tr = document.createElement("tr");
+      tr.append(cell("th", stage), cell("td", data.backlog[stage], "num"), cell("td", data.queues[stage], "num"));
+      return tr;
+    });
+  }
+
+  function failureRows(failures) {
+    return failures.map((f) => {
+      const tr = document.createElement("tr");
+      const link = document.createElement("a");
+      link.href = f.admin_url;
+      link.textContent = f.url;
+      const where = cell("td", "");
+      where.replaceChildren(link);
+      tr.append(cell("td", new Date(f.updated_at).toLocaleTimeString()), where, cell("td", f.error_code),
+        cell("td", f.error_message));
+      return tr;
+    });
+  }
+
+  function svgEl(name, attrs, text) {
+    const el = document.createElementNS(SVG, name);
+    for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, value);
+    if (text != null) el.textContent = text;
+    return el;
+  }
+
+  function hhmm(iso) {
+    return new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  }
+
+  function drawChart(points) {
+    const width = 720, height = 200, left = 44, bottom = 22, top = 10;
+    const plotW = width - left - 8, plotH = height - top - bottom;
+    const peak = Math.max(1, ...points.map((p) => p.pages));
+    const barW = plotW / points.length;
+    const svg = svgEl("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart" });
+    svg.append(
+      svgEl("line", { x1: left, y1: top + plotH, x2: left + plotW, y2: top + plotH, class: "axis" }),
+      svgEl("line", { x1: left, y1: top, x2: left, y2: top + plotH, class: "axis" }),
+      svgEl("text", { x: left - 6, y: top + 10, "text-anchor": "end", class: "label" }, peak),
+      svgEl("text", { x: left - 6, y: top + plotH, "text-anchor": "end", class: "label" }, 0),
+    );
+    points.forEach((p, i) => {
+      const h = (p.pages / peak) * plotH;
+      const bar = svgEl("rect", { x: left + i * barW + 1, y: top + plotH - h, width: Math.max(1, barW - 2), height: h,
+        class: "bar" });
+      bar.appendChild(svgEl("title", {}, `${hhmm(p.minute)}: ${p.pages} pages`));
+      svg.appendChild(bar);
+      const last = i === points.length - 1;
+      if (i % 10 === 0 || last) {
+        svg.appendChild(svgEl("text", { x: last ? left + plotW : left + i * barW + barW / 2, y: height - 6,
+          "text-anchor": last ? "end" : "middle", class: "label" }, hhmm(p.minute)));
+      }
+    });
+    document.getElementById("throughput-chart").replaceChildren(svg);
+  }
+
+  function render(data) {
+    root.querySelectorAll("[data-field]").forEach((el) => {
+      const value = lookup(data, el.dataset.field);
+      el.textContent = value == null ? "–" : String(value);
+    });
+    fillRows("stages", stageRows(data));
+    fillRows("errors-by-code", pairRows(data.errors_by_code));
+    fillRows("errors-by-host", pairRows(data.errors_by_host));
+    fillRows("recent-failures", failureRows(data.recent_failures));
+    drawChart(data.throughput);
+    document.getElementById("dashboard-updated").textContent = new Date(data.generated_at).toLocaleTimeString();
+    root.classList.remove("stale");
+  }
+
+  async function poll() {
+    try {
+      const response = await fetch(url, { credentials: "same-origin", cache: "no-store",
+        headers: { Accept: "application/json" } });
+      const isJson = (response.headers.get("Content-Type") || "").startsWith("application/json");
+      if (!response.ok || !isJson) throw new Error(`dashboard data: HTTP ${response.status}`);
+      render(await response.json());
+    } catch (error) {
+      root.classList.add("stale"); // logged out, server down: keep the last numbers, marked stale
+    } finally {
+      setTimeout(poll, POLL_MS);
+    }
+  }
+
+  render(JSON.parse(initial.textContent));
+  setTimeout(poll, POLL_MS);
+})();
