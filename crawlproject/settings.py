@@ -20,9 +20,23 @@ DEBUG = env.bool("DJANGO_DEBUG", default=False)
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me-in-production")
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
-if env.bool("DJANGO_BEHIND_HTTPS_PROXY", default=False):
+# Production switch: served over HTTPS by a TLS-terminating proxy that sets X-Forwarded-Proto. It turns
+# on the redirect to https, secure cookies and HSTS (each can still be set on its own); off for local
+# dev, the embedded `make crawl` and the tests. `manage.py check --deploy` is clean with it on.
+BEHIND_HTTPS_PROXY = env.bool("DJANGO_BEHIND_HTTPS_PROXY", default=False)
+if BEHIND_HTTPS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=BEHIND_HTTPS_PROXY)
+# Prometheus scrapes over the internal network; a redirect would not protect its token anyway.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=BEHIND_HTTPS_PROXY)
+# Start low; raise to 31536000 (a year) once every subdomain is known to serve HTTPS.
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=3600 if BEHIND_HTTPS_PROXY else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=BEHIND_HTTPS_PROXY)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=BEHIND_HTTPS_PROXY)
+X_FRAME_OPTIONS = "DENY"
+# /metrics (crawl/metrics.py): scrapers send `Authorization: Bearer <token>`; empty: staff sessions only.
+CRAWLHUB_METRICS_TOKEN = env.str("CRAWLHUB_METRICS_TOKEN", default="")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -194,6 +208,8 @@ if CELERY_EMBEDDED_BROKER:
         "polling_interval": 0.1,
     }
 else:
+    if CELERY_BROKER_URL.startswith("redis://"):
+        CELERY_BROKER_TRANSPORT = "crawlproject.broker:Transport"  # survives a Redis restart
     # Above every task's hard time limit, so a running task is never redelivered; a killed
     # worker's work comes back sooner through the lease reaper (crawl.services.reaper).
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1800}
@@ -256,11 +272,17 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
-    "loggers": {"crawlhub": {"level": env.str("CRAWLHUB_LOG_LEVEL", default="INFO"), "propagate": True}},
-}
+# --- Logging (crawl/logging.py): plain lines by default; CRAWLHUB_LOG_FORMAT=json for production,
+# where every line is one JSON object (with task_id, task and project_id inside Celery tasks).
+from crawl.logging import LOG_FORMATS, logging_config  # noqa: E402 - needs nothing from Django
+
+CRAWLHUB_LOG_FORMAT = env.str("CRAWLHUB_LOG_FORMAT", default="plain")
+if CRAWLHUB_LOG_FORMAT not in LOG_FORMATS:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"CRAWLHUB_LOG_FORMAT must be plain or json, not {CRAWLHUB_LOG_FORMAT!r}")
+LOGGING = logging_config(
+    log_format=CRAWLHUB_LOG_FORMAT,
+    root_level=env.str("LOG_LEVEL", default="WARNING"),
+    crawlhub_level=env.str("CRAWLHUB_LOG_LEVEL", default="INFO"),
+)

@@ -4,11 +4,15 @@ Embedded (the default filesystem broker): this command starts the Celery worker 
 Distributed (a real broker): it enqueues and waits for the external `celery worker -Q ...` processes.
 """
 
+import contextlib
 import json
 import sys
 import time
 from urllib.parse import urlsplit
 
+import kombu.exceptions
+import redis.exceptions
+from django import db
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
@@ -25,6 +29,8 @@ from crawl.workers import EmbeddedWorker
 
 POLL_SECONDS = 0.5
 REAP_EVERY_SECONDS = 5.0
+OUTAGE_WAIT_SECONDS = 2.0
+OUTAGES = (db.Error, kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
 
 
 class Command(BaseCommand):
@@ -115,25 +121,37 @@ class Command(BaseCommand):
         return self._poll(project, worker, opts, started, self._progress_line, every=10 if opts["json"] else 2)
 
     def _poll(self, project, worker, opts, started, show, every: float) -> bool:
-        last_reap = last_line = time.monotonic()
-        reap(project_id=project.id)
+        last_reap, last_line = float("-inf"), time.monotonic()  # reap at once: work of an interrupted run
         while True:
-            progress = project_progress(project)
-            if progress["pending"] == 0:
-                reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
-                return True
             now = time.monotonic()
             if opts["timeout"] and now - started > opts["timeout"]:
                 return False
             if worker:
                 worker.keep_alive()
-            if now - last_reap >= REAP_EVERY_SECONDS:
-                reap(project_id=project.id)
-                last_reap = now
+            try:
+                if now - last_reap >= REAP_EVERY_SECONDS:
+                    reap(project_id=project.id)
+                    last_reap = now
+                progress = project_progress(project)
+                if progress["pending"] == 0:
+                    reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
+                    return True
+            except OUTAGES as exc:
+                # The database or the broker is down (restarting, failing over): the work is in the
+                # rows, so wait for them to come back instead of giving up on the crawl.
+                self._outage(exc)
+                time.sleep(OUTAGE_WAIT_SECONDS)
+                continue
             if now - last_line >= every:
                 show(progress, now - started)
                 last_line = now
             time.sleep(POLL_SECONDS)
+
+    def _outage(self, exc: Exception) -> None:
+        with contextlib.suppress(db.Error):
+            db.connection.close()  # the next query opens a fresh connection
+        sys.stderr.write(f"waiting for the database or broker: {type(exc).__name__}: {str(exc).strip()[:200]}\n")
+        sys.stderr.flush()
 
     def _progress_line(self, progress: dict, elapsed: float) -> None:
         pages = progress["pages"]
