@@ -6,11 +6,12 @@ URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install install-dev migrate crawl test lint format worker-fetch worker-extract worker-download beat flower services system-deps clean
+.PHONY: help install install-dev migrate crawl test faults lint format worker-fetch worker-extract worker-download beat flower services system-deps clean
 
 help:
 	@echo "make crawl URL=https://example.com/ [ARGS='--max-pages 100']   crawl on the embedded default (SQLite, no servers)"
 	@echo "make test                                                      run the whole test suite"
+	@echo "make faults                                                    the fault-injection suite, with its ledger table"
 	@echo "make worker-fetch | worker-extract | worker-download | beat    distributed processes (set DATABASE_URL, CELERY_BROKER_URL)"
 
 $(BIN)/python:
@@ -43,6 +44,10 @@ system-deps:
 
 test: install-dev system-deps services
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The whole fault-injection suite on a few thousand pages (tests/faults/); `make test` runs a quick subset.
+faults: install-dev system-deps services
+	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/test_fuzz_decoding.py $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .
