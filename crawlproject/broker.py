@@ -4,8 +4,9 @@ When Redis restarts or dies, the worker's consumer closes its channel, and kombu
 put the unacknowledged messages back through a connection that is already gone: an
 AttributeError ('NoneType' object has no attribute 'hostname') escapes, and Celery stops the
 whole worker as an "unrecoverable error" instead of reconnecting. A task that finishes after the
-reconnect and acks on its old channel crashes it the same way. Here both are skipped with a warning: the messages stay in Redis's unacked hash (kombu restores them after the
-visibility timeout), and the database's leases and the reaper bring the work back sooner anyway.
+reconnect and acks on its old channel crashes it the same way. Here both are skipped with a
+warning: the messages stay in Redis's unacked hash (kombu restores them after the visibility
+timeout), and the database's leases and the reaper bring the work back sooner anyway.
 """
 
 import logging
