@@ -68,12 +68,20 @@ class EmbeddedWorker:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def keep_alive(self) -> None:
-        """Restart a worker that died (its leased work comes back through the reaper)."""
+    def keep_alive(self, *, stalled: bool = False) -> None:
+        """Restart a worker that died, or that is alive but made no progress while work is owed
+        (`stalled`, judged by the caller from the rows). Its leased work comes back through the
+        reaper. A stall happens when pool processes are killed: the filesystem transport keeps
+        their prefetch slots, so the worker stops taking messages."""
         if self.process is not None and not self.alive():
             log.warning("embedded worker exited with %s; restarting it", self.process.returncode)
-            self.restarts += 1
-            self.start()
+        elif stalled:
+            log.warning("embedded worker made no progress while work is owed; restarting it")
+            self.stop(timeout=5)
+        else:
+            return
+        self.restarts += 1
+        self.start()
 
     def stop(self, timeout: float = 30) -> None:
         """Warm shutdown (finish running tasks), then kill whatever is left of the process group."""

@@ -11,7 +11,7 @@ timeout), and the database's leases and the reaper bring the work back sooner an
 
 import logging
 
-from kombu.transport import redis
+from kombu.transport import TRANSPORT_ALIASES, redis
 
 log = logging.getLogger("crawlhub.broker")
 
@@ -47,3 +47,9 @@ class Channel(redis.Channel):
 
 class Transport(redis.Transport):
     Channel = Channel
+
+
+def install() -> None:
+    """Make redis:// URLs use this transport. An alias, not the broker_transport setting, so the
+    broker URL keeps its redis:// scheme for everything that reads it (Flower's queue lengths)."""
+    TRANSPORT_ALIASES["redis"] = f"{__name__}:Transport"

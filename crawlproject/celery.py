@@ -5,10 +5,11 @@ import os
 from celery import Celery
 from kombu import Exchange, Queue
 
-from . import queues
+from . import broker, queues
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crawlproject.settings")
 
+broker.install()  # redis:// uses the transport that survives a Redis restart
 app = Celery("crawlhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in queues.STAGE_QUEUES]

@@ -208,8 +208,6 @@ if CELERY_EMBEDDED_BROKER:
         "polling_interval": 0.1,
     }
 else:
-    if CELERY_BROKER_URL.startswith("redis://"):
-        CELERY_BROKER_TRANSPORT = "crawlproject.broker:Transport"  # survives a Redis restart
     # Above every task's hard time limit, so a running task is never redelivered; a killed
     # worker's work comes back sooner through the lease reaper (crawl.services.reaper).
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1800}
@@ -218,7 +216,10 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A task whose process died is requeued by the broker (Redis); the embedded filesystem transport
+# cannot requeue it and would keep the prefetch slot forever (a stalled worker after two kills), so
+# there the message is acked and the lease and the reaper bring the work back.
+CELERY_TASK_REJECT_ON_WORKER_LOST = not CELERY_EMBEDDED_BROKER
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_MAX_TASKS_PER_CHILD = env.int("CELERY_WORKER_MAX_TASKS_PER_CHILD", default=1000)
 CELERY_WORKER_SEND_TASK_EVENTS = env.bool("CELERY_WORKER_SEND_TASK_EVENTS", default=not CELERY_EMBEDDED_BROKER)

@@ -104,8 +104,10 @@ class FaultCrawl:
         return self
 
     def __exit__(self, *exc):
-        if self.crawl and self.crawl.poll() is None:
-            self.crawl.kill()
+        if self.crawl and self.crawl.poll() is None:  # a failed scenario: the crawl and its own workers
+            for group in [*pool_children(self.crawl.pid), self.crawl.pid]:  # each worker is a session leader
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
             self.crawl.wait()
         self.server.__exit__(*exc)
 
@@ -134,6 +136,7 @@ class FaultCrawl:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
 
     def done(self) -> int:

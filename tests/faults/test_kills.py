@@ -66,6 +66,7 @@ def test_2_a_whole_worker_killed_every_20_seconds_and_restarted_loses_nothing(wo
     assert figures.kills >= 1
 
 
+@full_only
 def test_3_a_warm_shutdown_finishes_the_running_task_without_redelivery(workers, worker_env, tmp_path):
     site = site_of(quick=100, full=2000)
     scenario = "3 SIGTERM (warm shutdown) mid-task"
@@ -84,6 +85,7 @@ def test_3_a_warm_shutdown_finishes_the_running_task_without_redelivery(workers,
     assert figures.extra_fetches == 0, "a task was redelivered or a page fetched twice"
 
 
+@full_only
 def test_8_a_worker_paused_past_its_lease_has_its_late_write_rejected(workers, worker_env, tmp_path):
     site = site_of(quick=60, full=1000)
     scenario = "8 SIGSTOP past the lease, SIGCONT after"

@@ -30,6 +30,14 @@ from crawl.workers import EmbeddedWorker
 POLL_SECONDS = 0.5
 REAP_EVERY_SECONDS = 5.0
 OUTAGE_WAIT_SECONDS = 2.0
+
+
+def stall_seconds() -> float:
+    """No change in the rows for this long, with work owed, means a stuck embedded worker: longer
+    than a lease plus a republish, so the reaper has had its chance to move the work."""
+    return 2 * settings.CRAWL_LEASE_SECONDS + settings.CRAWL_REPUBLISH_SECONDS
+
+
 OUTAGES = (db.Error, kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
 
 
@@ -122,17 +130,23 @@ class Command(BaseCommand):
 
     def _poll(self, project, worker, opts, started, show, every: float) -> bool:
         last_reap, last_line = float("-inf"), time.monotonic()  # reap at once: work of an interrupted run
+        seen, last_change = None, time.monotonic()
         while True:
             now = time.monotonic()
             if opts["timeout"] and now - started > opts["timeout"]:
                 return False
             if worker:
-                worker.keep_alive()
+                stalled = now - last_change > stall_seconds()
+                worker.keep_alive(stalled=stalled)
+                if stalled:
+                    last_change = now  # the restarted worker gets its own time
             try:
                 if now - last_reap >= REAP_EVERY_SECONDS:
                     reap(project_id=project.id)
                     last_reap = now
                 progress = project_progress(project)
+                if progress != seen:
+                    seen, last_change = progress, now
                 if progress["pending"] == 0:
                     reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
                     return True
