@@ -92,17 +92,22 @@ class Workers:
         os.killpg(proc.pid, sig)
         proc.wait(30)
 
-    def stop_all(self) -> None:
-        """Warm shutdown of every worker at once (not one after the other), then kill what is left."""
+    def stop_all(self, *, warm: bool = False) -> None:
+        """Stop every worker at once. At the end of a test its checks are made, so the process groups
+        are killed (a warm shutdown costs seconds per worker); `warm` lets running tasks finish and
+        the workers write their last log lines first."""
         procs = list(self.procs.values())
         self.procs.clear()
+        if warm:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(20)
         for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(20)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+        for proc in procs:
             proc.wait()
 
 

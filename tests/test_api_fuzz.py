@@ -15,7 +15,7 @@ from media.models import MediaAsset
 from scrape.models import Item
 from tests.conftest import BASE_DIR, run_manage
 
-MAX_EXAMPLES = 20
+MAX_EXAMPLES = 10
 
 
 def test_the_schema_validates_without_warnings_or_errors(tmp_path):
@@ -113,4 +113,4 @@ def test_fuzzed_requests_never_get_a_server_error(live_server, django_user_model
     assert summary["failures"] == [], done.stdout[-6000:]
     assert summary["errors"] == []
     assert summary["operations"]["tested"] == summary["operations"]["total"] >= 28
-    assert summary["test_cases"]["generated"] >= 1000
+    assert summary["test_cases"]["generated"] >= 500

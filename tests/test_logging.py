@@ -57,7 +57,7 @@ def test_it_writes_every_worker_log_line_as_json_with_the_task_context(json_work
     for stage in STAGES:
         json_workers.start(stage, stage)
     summary = crawl_tiny_site(worker_env)
-    json_workers.stop_all()  # flushes the logs
+    json_workers.stop_all(warm=True)  # flushes the logs
     project_id = Project.objects.get(slug="logs").id
 
     logs = {stage: (tmp_path / f"{stage}.log").read_text().splitlines() for stage in STAGES}

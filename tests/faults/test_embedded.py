@@ -24,9 +24,10 @@ def embedded_env(worker_env: dict, var: Path) -> dict:
     return env
 
 
-@pytest.mark.parametrize("kill", [pytest.param(False, marks=full_only), True], ids=["baseline", "kill"])
+@full_only
+@pytest.mark.parametrize("kill", [False, True], ids=["baseline", "kill"])
 def test_9_the_embedded_mode_survives_killed_workers_without_database_locks(worker_env, tmp_path, kill):
-    site = site_of(quick=150, full=2000)
+    site = site_of(quick=100, full=2000)
     env = embedded_env(worker_env, tmp_path / "var")
     (tmp_path / "var").mkdir()
     assert run_manage(["migrate", "-v0"], env).returncode == 0

@@ -9,7 +9,6 @@ import pytest
 
 from tests.faults.harness import (
     FETCH_BATCH,
-    FULL,
     POOL,
     TIMEOUT,
     FaultCrawl,
@@ -23,6 +22,7 @@ from tests.faults.harness import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TIMEOUT)]
 
 
+@full_only
 def test_1_a_fetch_pool_child_killed_every_2_seconds_loses_nothing(workers, worker_env, tmp_path):
     site = site_of(quick=150, full=3000)
     with FaultCrawl("1 SIGKILL a fetch pool child every 2 s", site, workers, worker_env, tmp_path, delay=0.02) as run:
@@ -31,7 +31,7 @@ def test_1_a_fetch_pool_child_killed_every_2_seconds_loses_nothing(workers, work
         run.start()
         run.wait_for(lambda: run.done() >= 20)
         fetch = workers.procs["fetch"].pid
-        while run.running() and (FULL or run.kills < 5):
+        while run.running():
             children = pool_children(fetch)
             if children and sigkill(children[-1]):
                 run.kills += 1

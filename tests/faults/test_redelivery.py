@@ -24,7 +24,7 @@ def test_6_every_message_twice_and_a_replayed_queue_change_nothing(workers, work
         "DJANGO_SETTINGS_MODULE": "tests.faults.duplicating_settings",
         "CRAWLHUB_DUPLICATE_LOG": str(duplicates),
     }
-    site = site_of(quick=120, full=2000)
+    site = site_of(quick=80, full=2000)
     with FaultCrawl("6 every message twice, then a queue replayed", site, workers, env, tmp_path) as run:
         run.start_workers()
         run.start()
