@@ -71,8 +71,8 @@ class EmbeddedWorker:
     def keep_alive(self, *, stalled: bool = False) -> None:
         """Restart a worker that died, or that is alive but made no progress while work is owed
         (`stalled`, judged by the caller from the rows). Its leased work comes back through the
-        reaper. A stall happens when pool processes are killed: the filesystem transport keeps
-        their prefetch slots, so the worker stops taking messages."""
+        reaper. Seen after pool processes were killed under the filesystem transport: the worker
+        stayed alive but stopped taking messages (the fault suite's scenario 9)."""
         if self.process is not None and not self.alive():
             log.warning("embedded worker exited with %s; restarting it", self.process.returncode)
         elif stalled:

@@ -216,9 +216,9 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
-# A task whose process died is requeued by the broker (Redis); the embedded filesystem transport
-# cannot requeue it and would keep the prefetch slot forever (a stalled worker after two kills), so
-# there the message is acked and the lease and the reaper bring the work back.
+# A task whose process died is requeued by the broker (Redis). With the embedded filesystem
+# transport the message is acked instead: the lease and the reaper bring the work back, and the
+# crawl command restarts an embedded worker that stops taking messages after such kills.
 CELERY_TASK_REJECT_ON_WORKER_LOST = not CELERY_EMBEDDED_BROKER
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_MAX_TASKS_PER_CHILD = env.int("CELERY_WORKER_MAX_TASKS_PER_CHILD", default=1000)
