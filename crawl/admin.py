@@ -1,29 +1,22 @@
 """Admin for projects and seeds (with their actions and exports); the frontier's admin is in
 crawl/admin_frontier.py, the live dashboard in crawl/dashboard.py."""
 
-import io
-from collections.abc import Iterator
-from itertools import islice
-
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponseBadRequest, HttpResponseRedirect, StreamingHttpResponse
+from django.http import HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from crawl import admin_frontier  # noqa: F401 - registers the pages, failures, hosts and robots.txt admins
-from crawl.exports import FIELDS, export_rows, write_csv, write_jsonl
+from crawl.exports import CONTENT_TYPES, FIELDS, export_response
 from crawl.models import Project, Seed
 from crawl.selectors import project_progress
 from crawl.services.control import project_pause, project_resume, project_retry_failed, project_start
 from crawl.services.frontier import pages_recrawl
 from crawl.services.projects import seed_problem, seeds_add
 from scrape.models import RuleSet
-
-EXPORT_FORMATS = {"jsonl": "application/x-ndjson; charset=utf-8", "csv": "text/csv; charset=utf-8"}
-EXPORT_BATCH = 500
 
 
 class SeedForm(forms.ModelForm):
@@ -211,7 +204,7 @@ class ProjectAdmin(admin.ModelAdmin):
 
     @admin.display(description="export")
     def export_links(self, obj):
-        links = [(_export_url(obj, what, fmt), f"{what}.{fmt}") for what in FIELDS for fmt in EXPORT_FORMATS]
+        links = [(_export_url(obj, what, fmt), f"{what}.{fmt}") for what in FIELDS for fmt in CONTENT_TYPES]
         return format_html_join(" ", '<a href="{}">{}</a>', links)
 
     def get_urls(self):
@@ -224,34 +217,10 @@ class ProjectAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request, project):
             raise PermissionDenied
         what, fmt = request.GET.get("what", "pages"), request.GET.get("format", "jsonl")
-        if what not in FIELDS or fmt not in EXPORT_FORMATS:
+        if what not in FIELDS or fmt not in CONTENT_TYPES:
             return HttpResponseBadRequest("what: pages, items or assets; format: jsonl or csv")
-        response = StreamingHttpResponse(export_chunks(project, what, fmt), content_type=EXPORT_FORMATS[fmt])
-        response["Content-Disposition"] = f'attachment; filename="{project.slug}-{what}.{fmt}"'
-        return response
+        return export_response(project, what=what, fmt=fmt)
 
 
 def _export_url(project: Project, what: str, fmt: str) -> str:
     return reverse("admin:crawl_project_export", args=[project.id]) + f"?format={fmt}&what={what}"
-
-
-def export_chunks(project: Project, what: str, fmt: str) -> Iterator[str]:
-    """The export as text chunks of EXPORT_BATCH rows, written by crawl/exports.py's writers."""
-    rows = export_rows(project, what)
-    header = ""
-    if fmt == "csv":
-        out = io.StringIO()
-        write_csv([], out, FIELDS[what])
-        header = out.getvalue()
-        yield header
-    while batch := list(islice(rows, EXPORT_BATCH)):
-        yield _written(batch, fmt, what, header)
-
-
-def _written(rows: list[dict], fmt: str, what: str, header: str) -> str:
-    out = io.StringIO()
-    if fmt == "csv":
-        write_csv(rows, out, FIELDS[what])
-        return out.getvalue()[len(header) :]  # every batch repeats the header: keep it once
-    write_jsonl(rows, out)
-    return out.getvalue()

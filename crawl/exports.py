@@ -5,7 +5,10 @@ import io
 import json
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import islice
+
+from django.http import StreamingHttpResponse
 
 from crawl.models import Page, Project
 from media.models import MediaAsset, PageAsset
@@ -44,6 +47,9 @@ ASSET_FIELDS = [
 ]
 FIELDS = {"pages": PAGE_FIELDS, "items": ITEM_FIELDS, "assets": ASSET_FIELDS}
 CHUNK = 2000
+# Formats that stream over HTTP (the admin's and the API's export), and rows written per chunk.
+CONTENT_TYPES = {"jsonl": "application/x-ndjson; charset=utf-8", "csv": "text/csv; charset=utf-8"}
+STREAM_BATCH_ROWS = 500
 
 
 def export_rows(project: Project, what: str) -> Iterator[dict]:
@@ -134,3 +140,36 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mtime = len(data), int(time.time())
     archive.addfile(info, io.BytesIO(data))
+
+
+def export_response(project: Project, *, what: str, fmt: str) -> StreamingHttpResponse:
+    """The project's rows as JSON lines or CSV over HTTP; memory stays flat whatever its size."""
+    rows = export_rows(project, what)
+    chunks = _csv_chunks(rows, FIELDS[what]) if fmt == "csv" else _jsonl_chunks(rows)
+    response = StreamingHttpResponse(chunks, content_type=CONTENT_TYPES[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{project.slug}-{what}.{fmt}"'
+    return response
+
+
+def _batches(rows: Iterable[dict]) -> Iterator[list[dict]]:
+    rows = iter(rows)
+    while batch := list(islice(rows, STREAM_BATCH_ROWS)):
+        yield batch
+
+
+def _jsonl_chunks(rows: Iterable[dict]) -> Iterator[str]:
+    for batch in _batches(rows):
+        out = io.StringIO()
+        write_jsonl(batch, out)
+        yield out.getvalue()
+
+
+def _csv_chunks(rows: Iterable[dict], fields: list[str]) -> Iterator[str]:
+    """write_csv writes a header per call: keep the first one (also for an empty export) only."""
+    header = io.StringIO()
+    write_csv([], header, fields)
+    yield header.getvalue()
+    for batch in _batches(rows):
+        out = io.StringIO()
+        write_csv(batch, out, fields)
+        yield out.getvalue()[len(header.getvalue()) :]

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from crawl import pipeline
+from crawl.exports import CONTENT_TYPES, export_response
 from crawl.models import Project, Seed
 from crawl.selectors import project_errors, project_progress
 from crawl.services import control
@@ -18,7 +19,6 @@ from crawl.services.frontier import forget_scope, pages_recrawl
 from crawl.services.projects import project_get_or_create, seeds_add
 
 from . import serializers as s
-from .exporting import CONTENT_TYPES, export_response
 from .filters import ProjectListFilter, SeedFilter
 from .pagination import IdCursorPagination
 from .parsers import PARSERS
