@@ -1,7 +1,8 @@
-"""Request parsers: DRF's, except that JSON nested past Python's recursion limit is a 400."""
+"""The API's JSON parser (REST_FRAMEWORK's DEFAULT_PARSER_CLASSES): DRF's, except that JSON nested
+past Python's recursion limit is a 400."""
 
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import JSONParser
 
 
 class JSONBodyParser(JSONParser):
@@ -10,6 +11,3 @@ class JSONBodyParser(JSONParser):
             return super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
-
-
-PARSERS = [JSONBodyParser, FormParser, MultiPartParser]

@@ -20,8 +20,6 @@ from crawl.services.projects import project_get_or_create, seeds_add
 
 from . import serializers as s
 from .filters import ProjectListFilter, SeedFilter
-from .pagination import IdCursorPagination
-from .parsers import PARSERS
 
 
 class _FirstRenderer(BaseContentNegotiation):
@@ -42,8 +40,6 @@ class _FirstRenderer(BaseContentNegotiation):
 class ProjectViewSet(viewsets.ModelViewSet):
     queryset = Project.objects.all()
     serializer_class = s.ProjectSerializer
-    pagination_class = IdCursorPagination
-    parser_classes = PARSERS
     filterset_class = ProjectListFilter
     lookup_field = "slug"
     lookup_value_regex = s.SLUG_PATTERN
@@ -130,10 +126,8 @@ class SeedViewSet(viewsets.ModelViewSet):
 
     queryset = Seed.objects.select_related("project")
     serializer_class = s.SeedSerializer
-    pagination_class = IdCursorPagination
-    parser_classes = PARSERS
     filterset_class = SeedFilter
-    lookup_value_regex = "[0-9]{1,18}"
+    lookup_value_regex = s.ID_PATTERN
 
     @transaction.atomic
     def perform_create(self, serializer: s.SeedSerializer) -> None:

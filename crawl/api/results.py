@@ -13,10 +13,6 @@ from scrape.models import Item
 
 from . import serializers as s
 from .filters import AssetFilter, FailureFilter, ItemFilter, PageFilter
-from .pagination import IdCursorPagination
-from .parsers import PARSERS
-
-ID_PATTERN = "[0-9]{1,18}"
 
 
 class PageViewSet(viewsets.ReadOnlyModelViewSet):
@@ -24,10 +20,8 @@ class PageViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = Page.objects.select_related("project")
     serializer_class = s.PageSerializer
-    pagination_class = IdCursorPagination
-    parser_classes = PARSERS
     filterset_class = PageFilter
-    lookup_value_regex = ID_PATTERN
+    lookup_value_regex = s.ID_PATTERN
 
     @extend_schema(
         request=s.PagesRetrySerializer, responses=s.RequeuedResultSerializer, summary="Retry selected failed pages"
@@ -46,10 +40,8 @@ class FailureViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = Page.objects.filter(state=Page.State.FAILED).select_related("project")
     serializer_class = s.FailureSerializer
-    pagination_class = IdCursorPagination
-    parser_classes = PARSERS
     filterset_class = FailureFilter
-    lookup_value_regex = ID_PATTERN
+    lookup_value_regex = s.ID_PATTERN
 
 
 class ItemViewSet(viewsets.ReadOnlyModelViewSet):
@@ -57,10 +49,8 @@ class ItemViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = Item.objects.select_related("project", "page")
     serializer_class = s.ItemSerializer
-    pagination_class = IdCursorPagination
-    parser_classes = PARSERS
     filterset_class = ItemFilter
-    lookup_value_regex = ID_PATTERN
+    lookup_value_regex = s.ID_PATTERN
 
 
 class AssetViewSet(viewsets.ReadOnlyModelViewSet):
@@ -68,7 +58,5 @@ class AssetViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = MediaAsset.objects.select_related("project")
     serializer_class = s.AssetSerializer
-    pagination_class = IdCursorPagination
-    parser_classes = PARSERS
     filterset_class = AssetFilter
-    lookup_value_regex = ID_PATTERN
+    lookup_value_regex = s.ID_PATTERN

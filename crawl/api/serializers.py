@@ -17,6 +17,7 @@ from scrape.models import Item
 from .fields import ApiConfigField, HeaderMapField, media_kinds, regex_lines
 
 SLUG_PATTERN = r"[-a-zA-Z0-9_]+"
+ID_PATTERN = "[0-9]{1,18}"  # lookups by id: anything else is a 404 before any query
 MAX_ID = 2**63 - 1
 
 
