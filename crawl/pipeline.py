@@ -19,14 +19,16 @@ def _send(task_name: str, ids: list[int], batch: int) -> None:
         app.send_task(task_name, args=[chunk])
 
 
-def publish_fetch(page_ids: list[int], hosts: dict[int, str] | None = None) -> None:
+def publish_fetch(page_ids: list[int], hosts: dict[int, str] | None = None, rendered: set[int] | None = None) -> None:
     """Publish fetch batches grouped by host (one batch reuses its host's connections); pages of
-    projects that render JavaScript go to the render queue instead."""
+    projects that render JavaScript go to the render queue instead (`rendered`: those ids, when
+    the caller knows them; else they are looked up)."""
     if not page_ids:
         return
-    from crawl.models import Page
+    if rendered is None:
+        from crawl.models import Page
 
-    rendered = set(Page.objects.filter(id__in=page_ids, project__render_js=True).values_list("id", flat=True))
+        rendered = set(Page.objects.filter(id__in=page_ids, project__render_js=True).values_list("id", flat=True))
     by_host = defaultdict(list)
     for pid in page_ids:
         by_host[(pid in rendered, (hosts or {}).get(pid, ""))].append(pid)

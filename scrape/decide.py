@@ -12,7 +12,7 @@ from crawl.sitemaps import parse_listing
 from media.downloading import project_media_rules
 
 from .extractors import Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
-from .fingerprint import simhash, text_hash
+from .fingerprint import fingerprints
 from .jsonapi import ApiConfigError, compile_api_config, config_version
 from .models import RuleSet
 from .rules import CompiledRules, RuleError, compile_rules
@@ -215,8 +215,8 @@ def _page_item(page: Page, extraction: Extraction, body: bytes, main_text: bool)
 
 
 def _fingerprints(text: str) -> dict:
-    signature = simhash(text)
-    return {"text_hash": text_hash(text), "simhash": signature - (1 << 64) if signature >= 1 << 63 else signature}
+    digest, signature = fingerprints(text)
+    return {"text_hash": digest, "simhash": signature - (1 << 64) if signature >= 1 << 63 else signature}
 
 
 def _charset(headers: dict) -> str | None:

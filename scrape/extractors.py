@@ -92,12 +92,13 @@ def extract_html(body: bytes, base_url: str, *, charset: str | None = None, max_
     from . import metadata  # it builds on this module's helpers
 
     base = _base_href(doc, base_url)
+    links = _links(doc, base, max_links)
     return Extraction(
         title=_clean(doc.findtext(".//title") or "")[:1000],
         description=_clean(_first(doc.xpath(_DESCRIPTION)))[:2000],
         lang=_clean(_first(doc.xpath("/html/@lang")))[:20],
-        links=_links(doc, base, max_links),
-        media=_unique(_media(doc, base) + _og_media(metadata.opengraph(doc), base)),
+        links=links,
+        media=_unique(_media(doc, base, links) + _og_media(metadata.opengraph(doc), base)),
         canonical=metadata.canonical_link(doc, base),
         headings=metadata.headings(doc),
         opengraph=metadata.opengraph(doc),
@@ -182,7 +183,8 @@ def _links(doc, base: str, max_links: int) -> list[Link]:
     return links
 
 
-def _media(doc, base: str) -> list[MediaRef]:
+def _media(doc, base: str, links: list[Link]) -> list[MediaRef]:
+    """Embedded media, and links to files with a media extension (links already resolved)."""
     found: dict[str, str] = {}
     for kind, xpath, is_srcset in _MEDIA_QUERIES:
         for value in doc.xpath(xpath):
@@ -190,11 +192,10 @@ def _media(doc, base: str) -> list[MediaRef]:
                 url = absolute_http_url(base, candidate)
                 if url:
                     found.setdefault(url, kind)
-    for href in doc.xpath("//a/@href"):
-        url = absolute_http_url(base, str(href))
-        kind = media_kind_of(url) if url else None
+    for link in links:
+        kind = media_kind_of(link.url)
         if kind:
-            found.setdefault(url, kind)
+            found.setdefault(link.url, kind)
     return [MediaRef(url=u, kind=k) for u, k in found.items()]
 
 

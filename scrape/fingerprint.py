@@ -34,15 +34,26 @@ def normalise_text(text: str) -> str:
 
 
 def _is_counter_or_clock(word: str) -> bool:
-    has_digit = any(char.isdigit() for char in word)
-    if has_digit and not any(char.isalpha() for char in word):
+    if not any(map(str.isdigit, word)):  # map over a C method: the hot path of every page's text
+        return False
+    if not any(map(str.isalpha, word)):
         return True
-    return has_digit and _DATETIME.fullmatch(word.strip(string.punctuation)) is not None
+    return _DATETIME.fullmatch(word.strip(string.punctuation)) is not None
 
 
 def text_hash(text: str) -> str:
     """SHA-256 hex digest of the normalised text: equal for exact duplicates."""
-    return hashlib.sha256(normalise_text(text).encode("utf-8")).hexdigest()
+    return _sha256(normalise_text(text))
+
+
+def fingerprints(text: str, bits: int = 64) -> tuple[str, int]:
+    """text_hash(text) and simhash(text, bits), normalising the text once."""
+    normalised = normalise_text(text)
+    return _sha256(normalised), _simhash_of_words(normalised.split(), bits)
+
+
+def _sha256(normalised: str) -> str:
+    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()
 
 
 def simhash(text: str, bits: int = 64) -> int:
@@ -51,9 +62,13 @@ def simhash(text: str, bits: int = 64) -> int:
     Bit i is set when more than half of the shingles' hashes have bit i set. A text of fewer than
     three words is one shingle; an empty text hashes to 0.
     """
+    return _simhash_of_words(normalise_text(text).split(), bits)
+
+
+def _simhash_of_words(words: list[str], bits: int) -> int:
     if bits % 8 or not 8 <= bits <= 512:
         raise ValueError(f"bits must be a multiple of 8 from 8 to 512, not {bits}")
-    hashes = [_shingle_hash(shingle, bits) for shingle in _shingles(normalise_text(text).split())]
+    hashes = [_shingle_hash(shingle, bits) for shingle in _shingles(words)]
     if not hashes:
         return 0
     # One string of bits per shingle; zip(*...) reads them column by column, in C.

@@ -6,13 +6,14 @@ import logging
 import zlib
 from dataclasses import dataclass, field
 
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
+from crawl.db import upsert
 from crawl.models import Page, PageContent
 from crawl.retry import atomic_with_retry
 from crawl.services.freshness import revisit, versions_record
-from crawl.services.frontier import page_finish, pages_claim_for_extract, pages_discover_many
+from crawl.services.frontier import pages_claim_for_extract, pages_discover_many, pages_finish_many
 from crawl.services.outcomes import rules_stamp
 from media.services import assets_link_many
 
@@ -27,6 +28,7 @@ class ExtractOutcome:
     new_page_ids: list[int] = field(default_factory=list)
     new_asset_ids: list[int] = field(default_factory=list)
     hosts: dict[int, str] = field(default_factory=dict)
+    rendered: set[int] = field(default_factory=set)  # new pages of projects that render JavaScript
 
 
 def pages_extract(*, page_ids: list[int], worker: str = "") -> ExtractOutcome:
@@ -58,19 +60,21 @@ def _write(results: list[PageResult], token, worker: str, outcome: ExtractOutcom
     new_ids = pages_discover_many(project=project, candidates=[c for r in results for c in r.links])
     outcome.new_page_ids += new_ids
     outcome.hosts.update(dict.fromkeys(new_ids, results[0].page.host))
+    if project.render_js:
+        outcome.rendered.update(new_ids)
     refs = {r.page.id: r.media for r in results if r.media}
     new_assets, pending_pages = assets_link_many(project=project, refs_by_page=refs)
     outcome.new_asset_ids += new_assets
-    finished, versions = [], []
-    for result in sorted(results, key=lambda r: r.page.id):
-        changes = result.changes | {"extracted_by": worker} | _freshness(result, versions)
-        if result.page.id in pending_pages and changes["state"] == Page.State.DONE:
-            changes["state"] = Page.State.EXTRACTED  # done once its media is downloaded
-        if page_finish(page_id=result.page.id, token=token, from_state=Page.State.FETCHED, **changes):
-            finished.append(result)
-        else:
-            log.warning("lease lost before finishing extraction of page %s", result.page.id)
-            versions = [v for v in versions if v[0].id != result.page.id]
+    changes, versions = {}, []
+    for result in results:
+        changes[result.page.id] = result.changes | {"extracted_by": worker} | _freshness(result, versions)
+        if result.page.id in pending_pages and changes[result.page.id]["state"] == Page.State.DONE:
+            changes[result.page.id]["state"] = Page.State.EXTRACTED  # done once its media is downloaded
+    written = pages_finish_many(token=token, from_state=Page.State.FETCHED, changes=changes)
+    for page_id in set(changes) - written:
+        log.warning("lease lost before finishing extraction of page %s", page_id)
+    finished = [r for r in results if r.page.id in written]
+    versions = [v for v in versions if v[0].id in written]
     items_store(finished)
     versions_record(versions)
 
@@ -93,7 +97,9 @@ def _freshness(result: PageResult, versions: list) -> dict:
 
 def items_store(results: list[PageResult]) -> None:
     """Upsert each page's items by (page, kind, position) and drop the ones it no longer has
-    (a rule that now finds fewer items, a rule set removed): re-extraction leaves no stale items."""
+    (a rule that now finds fewer items, a rule set removed): re-extraction leaves no stale items.
+    Every row written here gets the same updated_at, so the stale ones are the pages' other rows."""
+    now = timezone.now()
     rows = [
         Item(
             project_id=r.page.project_id,
@@ -103,32 +109,19 @@ def items_store(results: list[PageResult]) -> None:
             data=_jsonb_safe(i.data),
             errors=_jsonb_safe(i.errors),
             rule_version=i.version,
-            updated_at=timezone.now(),
         )
         for r in results
         for i in r.items
     ]
-    Item.objects.bulk_create(
+    upsert(
+        Item,
         rows,
-        update_conflicts=True,
-        unique_fields=["page", "kind", "position"],
-        update_fields=["data", "errors", "rule_version", "updated_at"],
+        conflict_fields=("page", "kind", "position"),
+        update_fields=("data", "errors", "rule_version", "updated_at"),
+        now=now,
     )
-    stale = Q(pk__in=[])
-    for r in results:
-        kept = Q(pk__in=[])
-        for kind, count in _counts(r).items():
-            kept |= Q(kind=kind, position__lt=count)
-        stale |= Q(page_id=r.page.id) & ~kept
     if results:
-        Item.objects.filter(stale).delete()
-
-
-def _counts(result: PageResult) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for item in result.items:
-        counts[item.kind] = max(counts.get(item.kind, 0), item.position + 1)
-    return counts
+        Item.objects.filter(page_id__in=[r.page.id for r in results]).exclude(updated_at=now).delete()
 
 
 def _jsonb_safe(value):

@@ -15,7 +15,7 @@ from crawl.fetcher import FetchLimits, FetchRequest, FetchResponse, fetch_many, 
 from crawl.models import Page, PageContent, Project
 from crawl.urls import host_of, origin_of
 
-from .frontier import page_finish, pages_claim_for_fetch
+from .frontier import pages_claim_for_fetch, pages_finish_many
 from .outcomes import failure, outcome, postpone
 from .politeness import host_back_off, hosts_plan, hosts_release
 from .projects import sitemaps_offer
@@ -74,23 +74,16 @@ def _fetch_project_pages(pages: list[Page], token, worker: str, render: bool) ->
     finally:
         hosts_release(token)
     backoffs = _record_backoffs(responses)
+    changes = {}
+    for page, (code, message) in refused:
+        changes[page.id] = failure(page, code, message) | {"fetched_by": worker}
+    for page, when in later:
+        changes[page.id] = postpone("host_busy", "waiting for the host's next politeness slot", when)
+    for page, response in zip(now_pages, responses, strict=True):
+        changes[page.id] = outcome(page, response, backoffs.get(page.host)) | {"fetched_by": worker}
     with transaction.atomic():
-        for page, (code, message) in refused:
-            page_finish(
-                page_id=page.id,
-                token=token,
-                from_state=Page.State.LEASED,
-                **failure(page, code, message),
-                fetched_by=worker,
-            )
-        for page, when in later:
-            page_finish(
-                page_id=page.id,
-                token=token,
-                from_state=Page.State.LEASED,
-                **postpone("host_busy", "waiting for the host's next politeness slot", when),
-            )
-        return _record_responses(now_pages, responses, backoffs, token, worker)
+        written = pages_finish_many(token=token, from_state=Page.State.LEASED, changes=changes)
+        return _store_contents(now_pages, responses, changes, written)
 
 
 def _render_all(requests: list[FetchRequest], private: bool, agent: str) -> list[FetchResponse]:
@@ -178,14 +171,14 @@ def _record_backoffs(responses: list[FetchResponse]) -> dict:
     return until
 
 
-def _record_responses(pages, responses, backoffs: dict, token, worker: str) -> list[int]:
+def _store_contents(pages, responses, changes: dict, written: set[int]) -> list[int]:
+    """Store the bodies of the pages now `fetched`; return their ids. A page whose lease was lost
+    (the reaper gave it to another worker) keeps that worker's result."""
     fetched, contents = [], []
+    for page in set(changes) - written:
+        log.warning("lease lost before writing page %s; result dropped", page, extra={"page_id": page})
     for page, response in zip(pages, responses, strict=True):
-        changes = outcome(page, response, backoffs.get(page.host)) | {"fetched_by": worker}
-        if not page_finish(page_id=page.id, token=token, from_state=Page.State.LEASED, **changes):
-            log.warning("lease lost before writing page %s; result dropped", page.id, extra={"page_id": page.id})
-            continue
-        if changes["state"] == Page.State.FETCHED:
+        if page.id in written and changes[page.id]["state"] == Page.State.FETCHED:
             fetched.append(page.id)
             contents.append(
                 PageContent(page_id=page.id, headers=response.headers, body=zlib.compress(response.body, 3))

@@ -1,14 +1,18 @@
 """Frontier writes: insert discovered URLs once, claim batches with leases, finish leases by CAS."""
 
+import hashlib
 import time
 import uuid
+from collections import defaultdict
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connections, transaction
 from django.db.models import Count, F
+from django.db.models.sql import Query
 from django.utils import timezone
 
-from crawl.db import insert_new
+from crawl.db import chunked, insert_new
 from crawl.models import Page, Project
 from crawl.urls import InvalidURL, Scope, canonicalize, host_of, parse_lines, url_key
 
@@ -38,6 +42,58 @@ def forget_scope(project_id: int) -> None:
     _SCOPE_CACHE.pop(project_id, None)
 
 
+class KnownKeys:
+    """URLs this process has seen committed to the frontier, so that the links every page repeats
+    (navigation, hubs) are neither canonicalized nor sent to the database again and again.
+
+    Only a shortcut: the unique index still decides. Bounded in size and age (two generations,
+    each at most `size` entries and `seconds` old), so memory stays flat however large the
+    frontier grows, and a row deleted by an operator is rediscovered within minutes. An entry is
+    the project id and 128 bits of a digest packed in one int: of the canonical URL (its url_key)
+    or of the URL as a page linked it (`raw`), which stands for the same row.
+    """
+
+    def __init__(self, *, size: int = 25_000, seconds: float = 300.0):
+        self.size, self.seconds = size, seconds
+        self._new: set[int] = set()
+        self._old: set[int] = set()
+        self._started = time.monotonic()
+
+    @staticmethod
+    def pack_raw(project_id: int, raw: str) -> int:
+        digest = hashlib.blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return project_id << 128 | int.from_bytes(digest)
+
+    @staticmethod
+    def pack(project_id: int, key: str) -> int:
+        return project_id << 128 | int(key[:32], 16)
+
+    def __contains__(self, packed: int) -> bool:
+        self._rotate_if_old()
+        return packed in self._new or packed in self._old
+
+    def add_all(self, packed: list[int]) -> None:
+        for item in packed:
+            self._new.add(item)
+            if len(self._new) >= self.size:
+                self._rotate()
+
+    def clear(self) -> None:
+        self._new, self._old = set(), set()
+
+    def _rotate_if_old(self) -> None:
+        if time.monotonic() - self._started > self.seconds:
+            self._rotate()
+            if time.monotonic() - self._started > self.seconds:  # both generations are stale
+                self.clear()
+
+    def _rotate(self) -> None:
+        self._old, self._new, self._started = self._new, set(), time.monotonic()
+
+
+known_keys = KnownKeys()
+
+
 def pages_discover(
     *, project: Project, urls: list[str], depth: int, parent_id: int | None = None, redirect_hops: int = 0
 ) -> list[int]:
@@ -53,18 +109,38 @@ def pages_discover_many(*, project: Project, candidates: list[tuple]) -> list[in
     """
     scope = project_scope(project)
     rows: dict[str, Page] = {}
+    packed: dict[str, int] = {}  # url_key -> its KnownKeys entry
+    raws: dict[str, list[int]] = defaultdict(list)  # url_key -> the entries of the links that led to it
+    memo: dict[str, tuple[int, str | None]] = {}  # the batch's pages repeat the same links
     for raw, depth, parent_id, hops, *kind in candidates:
-        try:
-            canonical = canonicalize(raw)
-        except InvalidURL:
-            continue
-        if scope.rejects(canonical, depth):
-            continue
+        if raw not in memo:
+            memo[raw] = (known_keys.pack_raw(project.id, raw), None)
+            if memo[raw][0] not in known_keys:
+                memo[raw] = (memo[raw][0], _canonical_or_none(raw))
+        raw_packed, canonical = memo[raw]
+        if canonical is None or scope.rejects(canonical, depth):
+            continue  # known, invalid or out of scope
         key = url_key(canonical)
+        raws[key].append(raw_packed)
+        if key not in packed:
+            packed[key] = known_keys.pack(project.id, key)
+        if packed[key] in known_keys:
+            continue
         if key not in rows or rows[key].depth > depth:
             rows[key] = _new_page(project, canonical, key, depth, parent_id, hops, kind=kind[0] if kind else "page")
-    ordered = [rows[k] for k in sorted(rows)]
-    return insert_new(Page, _within_budget(project, ordered), conflict_fields=("project", "url_key"))
+    kept = _within_budget(project, [rows[k] for k in sorted(rows)])
+    new_ids = insert_new(Page, kept, conflict_fields=("project", "url_key"))
+    in_frontier = [k for k in packed if k not in rows] + [row.url_key for row in kept]
+    learned = [packed[k] for k in in_frontier] + [r for k in in_frontier for r in raws[k]]
+    transaction.on_commit(lambda: known_keys.add_all(learned))
+    return new_ids
+
+
+def _canonical_or_none(raw: str) -> str | None:
+    try:
+        return canonicalize(raw)
+    except InvalidURL:
+        return None
 
 
 def _new_page(project, canonical, key, depth, parent_id, redirect_hops, **extra) -> Page:
@@ -177,10 +253,72 @@ def pages_claim_for_extract(page_ids: list[int]) -> tuple[uuid.UUID, list[Page]]
 
 def page_finish(*, page_id: int, token: uuid.UUID, from_state: str, **changes) -> bool:
     """Write a stage's result only if this worker still holds the lease (a zombie's write fails)."""
-    changes.setdefault("lease_token", None)
-    changes.setdefault("lease_expires_at", None)
-    changes["updated_at"] = timezone.now()
-    return Page.objects.filter(id=page_id, lease_token=token, state=from_state).update(**changes) == 1
+    return page_id in pages_finish_many(token=token, from_state=from_state, changes={page_id: changes})
+
+
+def pages_finish_many(*, token: uuid.UUID, from_state: str, changes: dict[int, dict]) -> set[int]:
+    """page_finish for many pages: one compare-and-set UPDATE per chunk, each row getting its own
+    values (CASE on the id where they differ); returns the ids written (the others' lease was lost)."""
+    written = set()
+    for ids in chunked(sorted(changes), FINISH_CHUNK):
+        written |= _finish_chunk(token, from_state, {i: changes[i] for i in ids})
+    return written
+
+
+FINISH_CHUNK = 100
+
+
+def _finish_chunk(token, from_state: str, changes: dict[int, dict]) -> set[int]:
+    """One UPDATE ... WHERE id IN (...) AND lease_token = token AND state = from_state RETURNING id,
+    written as SQL directly: Django's CASE/When expressions cost more CPU than the write itself."""
+    connection = connections[Page.objects.db]
+    now = timezone.now()
+    released = {"lease_token": None, "lease_expires_at": None}
+    rows = {pid: released | c | {"updated_at": now} for pid, c in changes.items()}
+    writer = _ColumnWriter(connection, rows)
+    assignments = [writer.assignment(name) for name in sorted({n for row in rows.values() for n in row})]
+    qn, ids = connection.ops.quote_name, list(rows)
+    sql = (
+        f"UPDATE {qn(Page._meta.db_table)} SET {', '.join(assignments)} "
+        f"WHERE {qn('id')} IN ({', '.join(['%s'] * len(ids))}) AND {qn('lease_token')} = %s AND {qn('state')} = %s "
+        f"RETURNING {qn('id')}"
+    )
+    token_value = Page._meta.get_field("lease_token").get_db_prep_value(token, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*writer.params, *ids, token_value, from_state])
+        return {row[0] for row in cursor.fetchall()}
+
+
+class _ColumnWriter:
+    """SET clauses for per-row values: one value when every row agrees, else a CASE on the id
+    (rows without the column keep what they have). Expressions such as F("attempts") - 1 are
+    compiled by Django once each."""
+
+    def __init__(self, connection, rows: dict[int, dict]):
+        self.connection, self.rows, self.params = connection, rows, []
+        self.compiler = Query(Page).get_compiler(connection=connection)
+        self.casts = connection.vendor == "postgresql"  # a typed literal in every CASE branch
+
+    def assignment(self, name: str) -> str:
+        field = Page._meta.get_field(name)
+        column = self.connection.ops.quote_name(field.column)
+        present = [(pid, row[name]) for pid, row in self.rows.items() if name in row]
+        first = present[0][1]
+        if len(present) == len(self.rows) and all(type(v) is type(first) and v == first for _, v in present):
+            return f"{column} = {self.value(field, first)}"
+        branches = []
+        for pid, value in present:
+            self.params.append(pid)
+            branches.append(f"WHEN %s THEN {self.value(field, value)}")
+        return f"{column} = CASE {self.connection.ops.quote_name('id')} {' '.join(branches)} ELSE {column} END"
+
+    def value(self, field, value) -> str:
+        if hasattr(value, "resolve_expression"):
+            sql, params = self.compiler.compile(value.resolve_expression(self.compiler.query, for_save=True))
+            self.params.extend(params)
+            return sql
+        self.params.append(field.get_db_prep_save(value, self.connection))
+        return f"%s::{field.cast_db_type(self.connection)}" if self.casts else "%s"
 
 
 def pages_recrawl(*, project: Project, states=(Page.State.DONE,)) -> int:
