@@ -62,6 +62,15 @@ class Command(BaseCommand):
         parser.add_argument("--allow-private", action="store_true", help="allow loopback and private addresses")
         parser.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
         parser.add_argument(
+            "--concurrency", type=int, help="requests in flight at once within one fetch batch (project setting)"
+        )
+        parser.add_argument(
+            "--max-per-host", type=int, help="requests in flight at once to one host, all workers (project setting)"
+        )
+        parser.add_argument(
+            "--no-media", action="store_true", help="record media links but download nothing (project setting)"
+        )
+        parser.add_argument(
             "--workers",
             type=int,
             default=None,
@@ -79,12 +88,18 @@ class Command(BaseCommand):
         every_url = opts["urls"] + opts["sitemap"] + opts["feed"]
         if not every_url:
             raise CommandError("give at least one URL, --sitemap or --feed")
+        for option in ("concurrency", "max_per_host"):
+            if opts[option] is not None and not 1 <= opts[option] <= 1000:
+                raise CommandError(f"--{option.replace('_', '-')} must be from 1 to 1000")
         name = opts["project"] or urlsplit(every_url[0]).hostname or "default"
         project = project_get_or_create(
             name=name,
             max_depth=opts["max_depth"],
             max_pages=opts["max_pages"],
             allow_private=True if opts["allow_private"] else None,
+            download_media=False if opts["no_media"] else None,
+            concurrency=opts["concurrency"],
+            max_per_host=opts["max_per_host"],
         )
         for url in every_url:
             problem = seed_problem(url, allow_private=project.allow_private)
