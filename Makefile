@@ -6,12 +6,13 @@ URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install install-dev migrate crawl test faults lint format worker-fetch worker-extract worker-download beat flower services system-deps clean
+.PHONY: help install install-dev migrate crawl test faults bench lint format worker-fetch worker-extract worker-download beat flower services system-deps clean
 
 help:
 	@echo "make crawl URL=https://example.com/ [ARGS='--max-pages 100']   crawl on the embedded default (SQLite, no servers)"
 	@echo "make test                                                      run the whole test suite"
 	@echo "make faults                                                    the fault-injection suite, with its ledger table"
+	@echo "make bench                                                     throughput beside the Scrapy peer (bench/README.md)"
 	@echo "make worker-fetch | worker-extract | worker-download | beat    distributed processes (set DATABASE_URL, CELERY_BROKER_URL)"
 
 $(BIN)/python:
@@ -48,6 +49,11 @@ test: install-dev system-deps services
 # The whole fault-injection suite on a few thousand pages (tests/faults/); `make test` runs a quick subset.
 faults: install-dev system-deps services
 	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/test_fuzz_decoding.py $(PYTEST_ARGS)
+
+# The benchmark: crawlhub distributed and embedded, then Scrapy, on the same site; prints the ratio table
+# (also var/bench/latest.md and .json). Uses ../shared/bench when it exists. About 6 min; run nothing else.
+bench: install-dev services
+	$(BIN)/python -m bench.compare $(ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -13,7 +13,9 @@ class CrawlConfig(AppConfig):
         from crawl import signals  # noqa: F401 - connects the schedule sync
         from crawl.logging import structlog_configure, task_context_connect
         from crawl.netguard import allow_networks
+        from crawl.sqlcount import sqlcount_install
 
         allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
         structlog_configure(log_format=settings.CRAWLHUB_LOG_FORMAT)
         task_context_connect()
+        sqlcount_install()  # the benchmark's statement counts; nothing unless CRAWLHUB_SQL_COUNT_DIR is set

@@ -1,0 +1,67 @@
+"""SQL statements per process, for the benchmark (bench/): on only when CRAWLHUB_SQL_COUNT_DIR is set.
+
+Every new database connection gets an execute wrapper that counts statements (an executemany is
+one; a savepoint is one; the driver's own BEGIN/COMMIT are not seen). Each process writes
+`<dir>/<pid>.json` ({"pid", "argv", "statements"}) at most once a second, at exit, and when a
+Celery pool process shuts down (pool processes leave with os._exit, so atexit never runs there).
+"""
+
+import atexit
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ENV = "CRAWLHUB_SQL_COUNT_DIR"
+WRITE_EVERY_SECONDS = 1.0
+
+
+class StatementCounter:
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.pid, self.statements, self.written_at = os.getpid(), 0, 0.0
+
+    def __call__(self, execute, sql, params, many, context):
+        self._own_process()
+        self.statements += 1
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            if time.monotonic() - self.written_at >= WRITE_EVERY_SECONDS:
+                self.write()
+
+    def _own_process(self) -> None:
+        if os.getpid() != self.pid:  # a forked pool process starts its own count, not its parent's
+            self.pid, self.statements, self.written_at = os.getpid(), 0, 0.0
+
+    def write(self, **_signal_kwargs) -> None:
+        self._own_process()
+        self.written_at = time.monotonic()
+        path = self.directory / f"{self.pid}.json"
+        part = path.with_suffix(".part")
+        try:
+            part.write_text(json.dumps({"pid": self.pid, "argv": sys.argv, "statements": self.statements}))
+            part.replace(path)  # readers never see half a file
+        except OSError:
+            pass  # counting must never break the process it counts
+
+
+def sqlcount_install() -> None:
+    """Count this process's statements when CRAWLHUB_SQL_COUNT_DIR is set; otherwise do nothing."""
+    directory = os.environ.get(ENV)
+    if not directory:
+        return
+    from celery.signals import worker_process_shutdown
+    from django.db.backends.signals import connection_created
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    counter = StatementCounter(Path(directory))
+
+    def on_connection(sender, connection, **kwargs) -> None:
+        if counter not in connection.execute_wrappers:  # a reconnect reuses the wrapper object
+            connection.execute_wrappers.append(counter)
+
+    connection_created.connect(on_connection, weak=False, dispatch_uid="crawlhub-sqlcount")
+    worker_process_shutdown.connect(counter.write, weak=False, dispatch_uid="crawlhub-sqlcount")
+    atexit.register(counter.write)
