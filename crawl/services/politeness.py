@@ -85,7 +85,9 @@ def _reserve(project: Project, host: str, wanted: int, crawl_delay: float | None
     else:
         granted = wanted
     next_free = start + timedelta(seconds=granted * spacing)
-    in_flight = max(1, min(free, granted))
+    # Never hold more of the host than this batch can use (its fetch concurrency): the rest stays
+    # free for other workers' batches, which would otherwise be sent back to wait for it.
+    in_flight = max(1, min(free, granted, project.concurrency))
     plan = HostPlan(
         host=host, start_at=start, spacing=spacing, granted=granted, retry_at=next_free, in_flight=in_flight
     )
