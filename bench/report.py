@@ -49,7 +49,7 @@ def result_build(
         "cpu_ms_per_page": per_page(1000 * crawler_cpu),
         "cpu_ms_per_page_by_role": {r: per_page(1000 * v) for r, v in cpu.items()},
         "cpu_s_by_role": {r: round(v, 2) for r, v in cpu.items()},
-        "peak_rss_mb": {r: sampler.peak_rss_mb(r) for r in sampler.roles},
+        "peak_rss_mb": {r: sampler.peak_rss_mb(r) for r in sampler.roles if r != "bench_reads"},
         "rss_at_1k": rss_point(sampler.memory, 1_000),
         "rss_at_100k": rss_point(sampler.memory, 100_000),
         "rss_at_end": rss_point(sampler.memory, None),

@@ -42,7 +42,7 @@ class BenchOptions:
     access_log: Path | None = None
     port: int = 18090
     timeout: float = 3600.0
-    requests: int = 16  # in flight to the site at once (the project's concurrency and max_per_host)
+    requests: int = 32  # in flight to the site at once, all workers (max_per_host; each batch its share)
 
 
 def bench_run(options: BenchOptions, *, say: Callable[[str], None] = print) -> dict:
@@ -60,7 +60,6 @@ class BenchRun:
         self.server = self.workers = self.db = self.crawl = self.sampler = None
         self.own_backends: set[int] = set()
         self._sampler_backend_known = False
-        self._pg_member: dict = {}
 
     def execute(self) -> dict:
         scratch = self._scratch()  # first: it refuses a wrong configuration before any long work
@@ -182,27 +181,22 @@ class BenchRun:
         self.own_backends.add(backend)
         own = procs.proc_read(backend)
         if own and procs.comm(own.ppid).startswith(("postgres", "postmaster")):
+            # The whole server, reaped backends included: Celery's workers may open and close a
+            # connection per task, and a backend that lives less than a sampling interval would be
+            # missed if only the scratch database's live backends were followed. The bench's own
+            # reads are taken off afterwards (role "bench_reads").
             postmaster = own.ppid
-            roles.append(Role("postgres", lambda t: self._postgres_pids(t, postmaster, scratch), accounting="seen"))
+            roles.append(Role("postgres", lambda t: procs.descendants(t, {postmaster})))
+            roles.append(Role("bench_reads", lambda t: self.own_backends & t.keys(), accounting="seen"))
         return roles
-
-    def _postgres_pids(self, table: dict, postmaster: int, scratch: Scratch) -> set[int]:
-        """The postmaster, its shared helpers, and the backends of the scratch database (not the bench's own)."""
-        members = {postmaster}
-        for pid in procs.descendants(table, {postmaster}) - self.own_backends - {postmaster}:
-            key = (pid, table[pid].start)
-            if key not in self._pg_member:
-                self._pg_member[key] = _pg_process_counts(procs.cmdline(pid), scratch.db["NAME"])
-            if self._pg_member[key]:
-                members.add(pid)
-        return members
 
     def _crawl_run(self, scratch: Scratch) -> tuple[dict | None, float, procs.Proc | None]:
         """Runs `manage.py crawl`; returns its summary, wall seconds and its final /proc reading (as a zombie)."""
         command = [sys.executable, "manage.py", "crawl", self.server.base_url, "--project", PROJECT]
         command += ["--allow-private", "--json", "--timeout", str(self.o.timeout)]
         command += ["--workers", str(self.o.concurrency if scratch.mode == "embedded" else 0)]
-        command += ["--concurrency", str(self.o.requests), "--max-per-host", str(self.o.requests)]
+        per_batch = max(1, self.o.requests // self.o.concurrency)  # each pool process fetches one batch at a time
+        command += ["--concurrency", str(per_batch), "--max-per-host", str(self.o.requests)]
         if not self.o.media:
             command.append("--no-media")
         out, err = scratch.dir / "crawl.out", scratch.dir / "crawl.log"
@@ -229,6 +223,8 @@ class BenchRun:
 
     def _cpu(self, sampler: Sampler, final: procs.Proc | None, mode: str) -> dict[str, float]:
         cpu = {name: sampler.cpu_seconds(name) for name in sampler.roles}
+        if "bench_reads" in cpu:
+            cpu["postgres"] -= cpu.pop("bench_reads")
         if final and mode == "embedded":  # exact: its own CPU, and all it reaped (its worker and pool)
             cpu["crawl_command"], cpu["workers"] = final.own / procs.HZ, final.reaped / procs.HZ
         elif final:
@@ -261,13 +257,6 @@ class BenchRun:
             self.server.stop()
         if self.db:
             self.db.close()
-
-
-def _pg_process_counts(cmdline: str, database: str) -> bool:
-    """A client backend (or autovacuum worker) counts when it serves our database; helpers always count."""
-    words = cmdline.split()
-    serves_a_database = "autovacuum worker" in cmdline or any(w == "[local]" or w.endswith(")") for w in words)
-    return database in words if serves_a_database else True
 
 
 def _statements(scratch: Scratch, crawl_pid: int) -> dict:

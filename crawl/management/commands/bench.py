@@ -30,8 +30,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--requests",
             type=int,
-            default=16,
-            help="requests in flight to the site at once (the project's concurrency and max_per_host; default 16)",
+            default=32,
+            help="requests in flight to the site at once, all workers (the project's max_per_host; each fetch "
+            "batch may have its share, N / --concurrency, in flight; default 32)",
         )
         parser.add_argument("--site", type=Path, help="a site folder: site/, ground_truth.json, redirects.map")
         parser.add_argument("--base-url", help="use this running server instead of starting one")
