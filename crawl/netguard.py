@@ -9,7 +9,10 @@ import asyncio
 import ipaddress
 import socket
 
+import anyio.abc
 import httpcore
+from httpcore._backends.anyio import AnyIOStream  # pinned: httpcore==1.0.* (requirements/base.txt)
+from httpcore._utils import is_socket_readable
 
 
 class BlockedAddress(Exception):
@@ -80,4 +83,27 @@ class GuardedBackend(httpcore.AnyIOBackend):
             refused = [a for a in addresses if not address_permitted(a)]
             if refused:
                 raise BlockedAddress(f"{host} resolves to non-public address {refused[0]}")
-        return await super().connect_tcp(addresses[0], port, timeout, local_address, socket_options)
+        stream = await super().connect_tcp(addresses[0], port, timeout, local_address, socket_options)
+        return SocketCachedStream(stream._stream)
+
+
+class SocketCachedStream(AnyIOStream):
+    """httpcore's pool asks every idle connection whether its socket is readable (closed by the
+    server) each time it assigns a request, and anyio rebuilds a dict of attribute getters for
+    every such lookup: 6% of a fetch worker's CPU in the bench's profile. The socket is looked up
+    once here; the readability check itself is unchanged."""
+
+    def __init__(self, stream: anyio.abc.ByteStream):
+        super().__init__(stream)
+        self._raw_socket = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+
+    def get_extra_info(self, info: str):
+        if info == "is_readable":
+            return is_socket_readable(self._raw_socket)
+        if info == "socket":
+            return self._raw_socket
+        return super().get_extra_info(info)
+
+    async def start_tls(self, *args, **kwargs):
+        tls = await super().start_tls(*args, **kwargs)
+        return SocketCachedStream(tls._stream)

@@ -435,3 +435,43 @@ def test_it_blocks_a_private_download_without_connecting_and_leaves_no_file(tmp_
         assert drain_accepts(listener) == 0
     assert result.error_code == "blocked_address"
     assert os.listdir(tmp_dir) == []
+
+
+def test_it_fetches_over_tls_through_the_guarded_backend_and_reuses_the_connection(tmp_path):
+    """The guarded backend's stream (netguard.SocketCachedStream) through start_tls, then the pool's
+    keep-alive check on the idle TLS connection before the second request."""
+    import ssl
+
+    import httpcore
+
+    from crawl.netguard import GuardedBackend, SocketCachedStream
+    from tests.hostile import tls_context
+
+    server_context = tls_context(tmp_path, expired=False)
+    client_context = ssl.create_default_context(cafile=str(tmp_path / "cert-False.pem"))
+    with socket.create_server(("127.0.0.2", 0)) as listener:
+        port = listener.getsockname()[1]
+        threading.Thread(target=_serve_keep_alive, args=(listener, server_context, 2), daemon=True).start()
+
+        async def two_requests():
+            backend = GuardedBackend(allow_private=True)
+            async with httpcore.AsyncConnectionPool(ssl_context=client_context, network_backend=backend) as pool:
+                first = await pool.request("GET", f"https://127.0.0.2:{port}/one")
+                streams = [c._connection._network_stream for c in pool.connections]
+                second = await pool.request("GET", f"https://127.0.0.2:{port}/two")  # the server accepts once
+                return first, second, streams
+
+        first, second, streams = asyncio.run(two_requests())
+    assert (first.status, first.content, second.content) == (200, b"/one", b"/two")
+    assert len(streams) == 1 and isinstance(streams[0], SocketCachedStream)
+
+
+def _serve_keep_alive(listener: socket.socket, context, requests: int) -> None:
+    conn, _ = listener.accept()
+    with context.wrap_socket(conn, server_side=True) as tls:
+        for _ in range(requests):
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += tls.recv(4096)
+            path = request.split(b" ", 2)[1]
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(path), path))
