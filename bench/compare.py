@@ -177,6 +177,7 @@ def _caption(rows: dict[str, dict]) -> str:
     m = r["machine"]
     return (
         f"{r['date']}, {m['cores']} cores ({m.get('cpu')}), Python {m['python']}, site {r['site']} "
+        f"(machine speed probe {m.get('speed_probe_s')} CPU s before/after, lower is faster) "
         f"({r['site_pages']:,} pages). CPU ms/page counts the crawl command, the workers and, when distributed, "
         "the whole PostgreSQL server and Redis (every client of either); not the web server. "
         "Peak RSS: crawl command + workers, summed over processes; Scrapy's is its one process."

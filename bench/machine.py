@@ -4,6 +4,7 @@ import os
 import platform
 import shutil
 import subprocess
+import time
 from importlib import metadata
 
 import redis
@@ -25,6 +26,16 @@ def machine_facts(*, redis_url: str | None = None, postgres_version: str | None 
         "platform": platform.platform(terse=True),
         "versions": versions,
     }
+
+
+def speed_probe() -> float:
+    """CPU seconds of a fixed pure-Python loop: this machine's speed at the moment. A shared VM's
+    speed moves by a quarter from one minute to the next here, so figures of different runs are
+    compared with this beside them (lower is faster)."""
+    started, total = time.process_time(), 0
+    for i in range(3_000_000):
+        total += i
+    return round(time.process_time() - started, 3)
 
 
 def _version(package: str) -> str | None:

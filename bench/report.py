@@ -35,6 +35,7 @@ def result_build(
     served,
     scratch,
     postgres_version,
+    speed_probe_s=None,
 ) -> dict:
     n = max(1, pages["items"])
     per_page = lambda value: None if value is None else round(value / n, 3)  # noqa: E731
@@ -75,7 +76,8 @@ def result_build(
         "server": server.kind,
         "scratch": _shown(scratch.dir),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine_facts(redis_url=scratch.broker_url, postgres_version=postgres_version),
+        "machine": machine_facts(redis_url=scratch.broker_url, postgres_version=postgres_version)
+        | {"speed_probe_s": speed_probe_s},  # before and after the crawl (bench/machine.py)
         "crawl": crawl,
     }
 
@@ -140,6 +142,9 @@ def result_table(result: dict) -> Table:
     table.add_row("duplicate items", str(r["duplicate_items"]))
     table.add_row("requests / duplicate requests", f"{_num(r['requests'])} / {_num(r['duplicate_requests'])}")
     table.add_row("robots violations", _num(r["robots_violations"]))
+    probe = r["machine"].get("speed_probe_s")
+    if probe:
+        table.add_row("machine speed probe, CPU s before / after (lower is faster)", " / ".join(map(str, probe)))
     return table
 
 

@@ -16,7 +16,7 @@ from django.conf import settings
 
 from bench import REPO, BenchError, procs
 from bench.check import access_log_report, pages_report, truth_host
-from bench.machine import redis_commands, redis_info
+from bench.machine import redis_commands, redis_info, speed_probe
 from bench.report import result_build
 from bench.sampler import Role, Sampler
 from bench.scratch import Scratch, scratch_distributed, scratch_embedded, scratch_prepare
@@ -71,12 +71,14 @@ class BenchRun:
         if scratch.mode == "distributed":
             self.say(f"starting the workers (layout {self.o.layout}) ...")
             self._start_workers(scratch)
+        self.speed = [speed_probe()]
         self.sampler = Sampler(self._roles(scratch), discovered=self._discovered, on_exit=self.db.close)
         commands_before = redis_commands(scratch.broker_url) if scratch.broker_url else None
         self.sampler.start()
         self.say(f"crawling {self.server.base_url} ({scratch.mode}) ...")
         summary, seconds, final = self._crawl_run(scratch)
         self.sampler.finish()
+        self.speed.append(speed_probe())
         commands = redis_commands(scratch.broker_url) - commands_before - 1 if scratch.broker_url else None
         self.say(f"crawl done in {seconds:.1f} s; stopping, checking ...")
         if self.workers:
@@ -100,6 +102,7 @@ class BenchRun:
             served=access_log_report(truth, lines) if lines is not None else None,
             scratch=scratch,
             postgres_version=self._postgres_version(scratch),
+            speed_probe_s=self.speed,
         )
 
     def _site(self) -> tuple[Path, dict]:

@@ -16,6 +16,14 @@ def project_progress(project: Project) -> dict:
     return {"pages": pages, "assets": assets, "pending": pending}
 
 
+def project_work_owed(project: Project) -> bool:
+    """Whether any page or asset of the project still has work owed: two index probes, cheap
+    however large the frontier (project_progress counts every row)."""
+    pages = Page.objects.filter(project=project, state__in=PENDING_STATES)
+    assets = MediaAsset.objects.filter(project=project, state__in=("queued", "leased"))
+    return pages.exists() or assets.exists()
+
+
 def project_errors(project: Project) -> dict[str, int]:
     rows = Page.objects.filter(project=project, state=Page.State.FAILED).values_list("error_code")
     return dict(rows.annotate(n=Count("id")).order_by("-n"))

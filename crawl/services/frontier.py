@@ -108,7 +108,7 @@ def pages_discover_many(*, project: Project, candidates: list[tuple]) -> list[in
     the same order and cannot deadlock.
     """
     scope = project_scope(project)
-    rows: dict[str, Page] = {}
+    wanted: dict[str, tuple] = {}  # url_key -> (canonical, depth, parent_id, hops, kind), the least depth
     packed: dict[str, int] = {}  # url_key -> its KnownKeys entry
     raws: dict[str, list[int]] = defaultdict(list)  # url_key -> the entries of the links that led to it
     memo: dict[str, tuple[int, str | None]] = {}  # the batch's pages repeat the same links
@@ -126,14 +126,30 @@ def pages_discover_many(*, project: Project, candidates: list[tuple]) -> list[in
             packed[key] = known_keys.pack(project.id, key)
         if packed[key] in known_keys:
             continue
-        if key not in rows or rows[key].depth > depth:
-            rows[key] = _new_page(project, canonical, key, depth, parent_id, hops, kind=kind[0] if kind else "page")
-    kept = _within_budget(project, [rows[k] for k in sorted(rows)])
+        if key not in wanted or wanted[key][1] > depth:
+            wanted[key] = (canonical, depth, parent_id, hops, kind[0] if kind else "page")
+    existing = _existing_keys(project, sorted(wanted))
+    new_keys = [k for k in sorted(wanted) if k not in existing]
+    kept = _within_budget(
+        project, [_new_page(project, wanted[k][0], k, *wanted[k][1:4], kind=wanted[k][4]) for k in new_keys]
+    )
     new_ids = insert_new(Page, kept, conflict_fields=("project", "url_key"))
-    in_frontier = [k for k in packed if k not in rows] + [row.url_key for row in kept]
+    in_frontier = [k for k in packed if k not in wanted or k in existing] + [row.url_key for row in kept]
     learned = [packed[k] for k in in_frontier] + [r for k in in_frontier for r in raws[k]]
     transaction.on_commit(lambda: known_keys.add_all(learned))
     return new_ids
+
+
+def _existing_keys(project: Project, keys: list[str]) -> set[str]:
+    """The keys the project's frontier already has, by the unique index: a link this process has
+    not seen lately costs a lookup, not a row built, sent and refused (the insert still guards races)."""
+    found: set[str] = set()
+    for chunk in chunked(keys, EXISTING_CHUNK):
+        found.update(Page.objects.filter(project=project, url_key__in=chunk).values_list("url_key", flat=True))
+    return found
+
+
+EXISTING_CHUNK = 500
 
 
 def _canonical_or_none(raw: str) -> str | None:

@@ -21,13 +21,14 @@ from rich.table import Table
 
 from crawl import pipeline
 from crawl.models import Page
-from crawl.selectors import project_errors, project_progress
+from crawl.selectors import project_errors, project_progress, project_work_owed
 from crawl.services.frontier import pages_recrawl
 from crawl.services.projects import project_get_or_create, seed_problem, seeds_add
 from crawl.services.reaper import reap
 from crawl.workers import EmbeddedWorker
 
-POLL_SECONDS = 0.5
+POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
+COUNT_EVERY_SECONDS = 2.0  # the full counts by state, for the progress display and stall detection
 REAP_EVERY_SECONDS = 5.0
 OUTAGE_WAIT_SECONDS = 2.0
 
@@ -145,7 +146,7 @@ class Command(BaseCommand):
 
     def _poll(self, project, worker, opts, started, show, every: float) -> bool:
         last_reap, last_line = float("-inf"), time.monotonic()  # reap at once: work of an interrupted run
-        seen, last_change = None, time.monotonic()
+        seen, last_change, last_count, progress = None, time.monotonic(), float("-inf"), None
         while True:
             now = time.monotonic()
             if opts["timeout"] and now - started > opts["timeout"]:
@@ -159,12 +160,13 @@ class Command(BaseCommand):
                 if now - last_reap >= REAP_EVERY_SECONDS:
                     reap(project_id=project.id)
                     last_reap = now
-                progress = project_progress(project)
-                if progress != seen:
-                    seen, last_change = progress, now
-                if progress["pending"] == 0:
-                    reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
-                    return True
+                if now - last_count >= COUNT_EVERY_SECONDS or not project_work_owed(project):
+                    progress, last_count = project_progress(project), now  # counts every row: not too often
+                    if progress != seen:
+                        seen, last_change = progress, now
+                    if progress["pending"] == 0:
+                        reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
+                        return True
             except OUTAGES as exc:
                 # The database or the broker is down (restarting, failing over): the work is in the
                 # rows, so wait for them to come back instead of giving up on the crawl.
