@@ -53,8 +53,10 @@ class Sampler(threading.Thread):
             while not self._stop_event.wait(self.interval):
                 self.last_table = self._sample()
                 if time.monotonic() >= next_memory:
+                    started = time.monotonic()
                     self._memory_point(self.last_table)
-                    next_memory = time.monotonic() + 1.0
+                    # counting a large frontier is not free: keep it under ~5% of one core
+                    next_memory = time.monotonic() + max(1.0, 20 * (time.monotonic() - started))
         finally:
             if self.on_exit:
                 self.on_exit()

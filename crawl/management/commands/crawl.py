@@ -28,7 +28,7 @@ from crawl.services.reaper import reap
 from crawl.workers import EmbeddedWorker
 
 POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
-COUNT_EVERY_SECONDS = 2.0  # the full counts by state, for the progress display and stall detection
+COUNT_EVERY_SECONDS = 2.0  # the full counts by state (progress display, stall detection), at least this apart
 REAP_EVERY_SECONDS = 5.0
 OUTAGE_WAIT_SECONDS = 2.0
 
@@ -147,6 +147,7 @@ class Command(BaseCommand):
     def _poll(self, project, worker, opts, started, show, every: float) -> bool:
         last_reap, last_line = float("-inf"), time.monotonic()  # reap at once: work of an interrupted run
         seen, last_change, last_count, progress = None, time.monotonic(), float("-inf"), None
+        count_every = COUNT_EVERY_SECONDS
         while True:
             now = time.monotonic()
             if opts["timeout"] and now - started > opts["timeout"]:
@@ -160,8 +161,11 @@ class Command(BaseCommand):
                 if now - last_reap >= REAP_EVERY_SECONDS:
                     reap(project_id=project.id)
                     last_reap = now
-                if now - last_count >= COUNT_EVERY_SECONDS or not project_work_owed(project):
-                    progress, last_count = project_progress(project), now  # counts every row: not too often
+                if now - last_count >= count_every or not project_work_owed(project):
+                    counting = time.monotonic()
+                    progress, last_count = project_progress(project), time.monotonic()
+                    # It counts every row of the project (0.2 s at 100,000 rows): at most ~5% of a core.
+                    count_every = max(COUNT_EVERY_SECONDS, 20 * (last_count - counting))
                     if progress != seen:
                         seen, last_change = progress, now
                     if progress["pending"] == 0:
