@@ -177,8 +177,8 @@ def _caption(rows: dict[str, dict]) -> str:
     m = r["machine"]
     return (
         f"{r['date']}, {m['cores']} cores ({m.get('cpu')}), Python {m['python']}, site {r['site']} "
-        f"(machine speed probe {m.get('speed_probe_s')} CPU s before/after, lower is faster) "
-        f"({r['site_pages']:,} pages). CPU ms/page counts the crawl command, the workers and, when distributed, "
+        f"({r['site_pages']:,} pages), machine speed probe {m.get('speed_probe_s')} CPU s before/after the "
+        "first crawl (lower is faster). CPU ms/page counts the crawl command, the workers and, when distributed, "
         "the whole PostgreSQL server and Redis (every client of either); not the web server. "
         "Peak RSS: crawl command + workers, summed over processes; Scrapy's is its one process."
     )
