@@ -1,6 +1,5 @@
 """Frontier writes: insert discovered URLs once, claim batches with leases, finish leases by CAS."""
 
-import hashlib
 import time
 import uuid
 from collections import defaultdict
@@ -15,6 +14,8 @@ from django.utils import timezone
 from crawl.db import chunked, insert_new
 from crawl.models import Page, Project
 from crawl.urls import InvalidURL, Scope, canonicalize, host_of, parse_lines, url_key
+
+from .known_urls import known_keys
 
 _SCOPE_CACHE: dict[int, tuple[float, Scope]] = {}
 SCOPE_CACHE_SECONDS = 30
@@ -40,58 +41,6 @@ def project_scope(project: Project) -> Scope:
 
 def forget_scope(project_id: int) -> None:
     _SCOPE_CACHE.pop(project_id, None)
-
-
-class KnownKeys:
-    """URLs this process has seen committed to the frontier, so that the links every page repeats
-    (navigation, hubs) are neither canonicalized nor sent to the database again and again.
-
-    Only a shortcut: the unique index still decides. Bounded in size and age (two generations,
-    each at most `size` entries and `seconds` old), so memory stays flat however large the
-    frontier grows, and a row deleted by an operator is rediscovered within minutes. An entry is
-    the project id and 128 bits of a digest packed in one int: of the canonical URL (its url_key)
-    or of the URL as a page linked it (`raw`), which stands for the same row.
-    """
-
-    def __init__(self, *, size: int = 25_000, seconds: float = 300.0):
-        self.size, self.seconds = size, seconds
-        self._new: set[int] = set()
-        self._old: set[int] = set()
-        self._started = time.monotonic()
-
-    @staticmethod
-    def pack_raw(project_id: int, raw: str) -> int:
-        digest = hashlib.blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        return project_id << 128 | int.from_bytes(digest)
-
-    @staticmethod
-    def pack(project_id: int, key: str) -> int:
-        return project_id << 128 | int(key[:32], 16)
-
-    def __contains__(self, packed: int) -> bool:
-        self._rotate_if_old()
-        return packed in self._new or packed in self._old
-
-    def add_all(self, packed: list[int]) -> None:
-        for item in packed:
-            self._new.add(item)
-            if len(self._new) >= self.size:
-                self._rotate()
-
-    def clear(self) -> None:
-        self._new, self._old = set(), set()
-
-    def _rotate_if_old(self) -> None:
-        if time.monotonic() - self._started > self.seconds:
-            self._rotate()
-            if time.monotonic() - self._started > self.seconds:  # both generations are stale
-                self.clear()
-
-    def _rotate(self) -> None:
-        self._old, self._new, self._started = self._new, set(), time.monotonic()
-
-
-known_keys = KnownKeys()
 
 
 def pages_discover(
