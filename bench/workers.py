@@ -10,37 +10,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from bench import REPO, BenchError
+from crawl.workers import worker_command
 
 LAYOUTS = ("one", "per-queue")
-
-
-def worker_command(name: str, queues: str, concurrency: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "crawlproject",
-        "worker",
-        "-Q",
-        queues,
-        "-n",
-        name,
-        "-c",
-        str(concurrency),
-        "-P",
-        "prefork",
-        "--without-mingle",
-        "--without-gossip",
-        "--without-heartbeat",
-        "-l",
-        "WARNING",
-    ]
 
 
 def layout_plan(layout: str, concurrency: int) -> list[tuple[str, str, int]]:
@@ -64,7 +40,7 @@ class WorkerPool:
             with open(self.log_dir / f"worker-{label}.log", "ab") as out:
                 self.processes.append(
                     subprocess.Popen(
-                        worker_command(name, queues, concurrency),
+                        worker_command(queues=queues, name=name, concurrency=concurrency),
                         cwd=REPO,
                         env=self.env,
                         stdin=subprocess.DEVNULL,

@@ -14,6 +14,16 @@ from crawlproject.queues import STAGE_QUEUES
 log = logging.getLogger("crawlhub.workers")
 
 
+def worker_command(
+    *, queues: str, name: str, concurrency: int, loglevel: str = "WARNING", heartbeat: bool = False
+) -> list[str]:
+    """`celery worker` on the given queues, prefork, without mingle and gossip (and, unless asked,
+    without heartbeats): the command line of every worker this project starts itself."""
+    command = [sys.executable, "-m", "celery", "-A", "crawlproject", "worker", "-Q", queues, "-n", name]
+    command += ["-c", str(concurrency), "-P", "prefork", "-l", loglevel, "--without-mingle", "--without-gossip"]
+    return command if heartbeat else [*command, "--without-heartbeat"]
+
+
 class EmbeddedWorker:
     """One `celery worker` child process consuming every stage queue."""
 
@@ -25,27 +35,7 @@ class EmbeddedWorker:
         self.restarts = 0
 
     def command(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "crawlproject",
-            "worker",
-            "-Q",
-            self.queues,
-            "-c",
-            str(self.concurrency),
-            "-P",
-            "prefork",
-            "-n",
-            self.name,
-            "-l",
-            "WARNING",
-            "--without-mingle",
-            "--without-gossip",
-            "--without-heartbeat",
-        ]
+        return worker_command(queues=self.queues, name=self.name, concurrency=self.concurrency)
 
     def start(self) -> None:
         env = {

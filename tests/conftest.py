@@ -12,6 +12,7 @@ import pytest
 import redis
 from django.conf import settings
 
+from crawl.workers import worker_command
 from tests.s3 import bucket, s3_endpoint  # noqa: F401 - fixtures shared by the storage and media tests
 from tests.site import SiteServer, build_site
 
@@ -54,26 +55,7 @@ class Workers:
         self.env, self.log_dir, self.procs = env, log_dir, {}
 
     def start(self, name: str, queues: str, concurrency: int = 2) -> subprocess.Popen:
-        cmd = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "crawlproject",
-            "worker",
-            "-Q",
-            queues,
-            "-n",
-            f"{name}@%h",
-            "-c",
-            str(concurrency),
-            "-P",
-            "prefork",
-            "-l",
-            "INFO",
-            "--without-mingle",
-            "--without-gossip",
-        ]
+        cmd = worker_command(queues=queues, name=f"{name}@%h", concurrency=concurrency, loglevel="INFO", heartbeat=True)
         log = open(self.log_dir / f"{name}.log", "ab")
         proc = subprocess.Popen(
             cmd,
