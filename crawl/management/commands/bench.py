@@ -4,6 +4,7 @@ broker figures, and completeness against the site's ground truth (see bench/READ
 import argparse
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -42,20 +43,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print every figure as one JSON line last")
 
     def handle(self, *args, **opts):
-        options = BenchOptions(
-            pages=opts["pages"],
-            seed=opts["seed"],
-            mode=opts["mode"],
-            layout=opts["layout"],
-            concurrency=opts["concurrency"],
-            media=opts["media"],
-            site=opts["site"],
-            base_url=opts["base_url"],
-            access_log=opts["access_log"],
-            port=opts["port"],
-            timeout=opts["timeout"],
-            requests=opts["requests"],
-        )
+        options = BenchOptions(**{f.name: opts[f.name] for f in fields(BenchOptions)})  # one option each
         if options.pages < 1 or options.concurrency < 1 or not 1 <= options.requests <= 1000:
             raise CommandError("--pages and --concurrency must be at least 1, --requests from 1 to 1000")
         say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
