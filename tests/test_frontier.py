@@ -13,7 +13,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from crawl.models import Page
-from crawl.services.frontier import page_finish, pages_claim_for_fetch, pages_discover
+from crawl.services.frontier import pages_claim_for_fetch, pages_discover, pages_finish_many
 from crawl.services.projects import project_get_or_create, seeds_add
 from crawl.services.reaper import reap
 from media.models import MediaAsset, PageAsset
@@ -92,8 +92,9 @@ def test_it_rejects_the_late_write_of_a_worker_whose_lease_expired(project):
     Page.objects.filter(id__in=ids).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     fast_token, pages = pages_claim_for_fetch(ids)
     assert len(pages) == 3
-    assert not page_finish(page_id=ids[0], token=slow_token, from_state="leased", state="fetched")
-    assert page_finish(page_id=ids[0], token=fast_token, from_state="leased", state="fetched")
+    fetched = {ids[0]: {"state": "fetched"}}
+    assert pages_finish_many(token=slow_token, from_state="leased", changes=fetched) == set()
+    assert pages_finish_many(token=fast_token, from_state="leased", changes=fetched) == {ids[0]}
     assert Page.objects.get(id=ids[0]).attempts == 2
 
 

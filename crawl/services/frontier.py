@@ -59,18 +59,15 @@ def pages_discover_many(*, project: Project, candidates: list[tuple]) -> list[in
     scope = project_scope(project)
     wanted: dict[str, tuple] = {}  # url_key -> (canonical, depth, parent_id, hops, kind), the least depth
     packed: dict[str, int] = {}  # url_key -> its KnownKeys entry
-    raws: dict[str, list[int]] = defaultdict(list)  # url_key -> the entries of the links that led to it
-    memo: dict[str, tuple[int, str | None]] = {}  # the batch's pages repeat the same links
+    raws: dict[str, set[int]] = defaultdict(set)  # url_key -> the entries of the links that led to it
+    memo: dict[str, tuple] = {}  # the batch's pages repeat the same links
     for raw, depth, parent_id, hops, *kind in candidates:
         if raw not in memo:
-            memo[raw] = (known_keys.pack_raw(project.id, raw), None)
-            if memo[raw][0] not in known_keys:
-                memo[raw] = (memo[raw][0], _canonical_or_none(raw))
-        raw_packed, canonical = memo[raw]
+            memo[raw] = _link_of(project.id, raw)
+        raw_packed, canonical, key = memo[raw]
         if canonical is None or scope.rejects(canonical, depth):
             continue  # known, invalid or out of scope
-        key = url_key(canonical)
-        raws[key].append(raw_packed)
+        raws[key].add(raw_packed)
         if key not in packed:
             packed[key] = known_keys.pack(project.id, key)
         if packed[key] in known_keys:
@@ -101,11 +98,17 @@ def _existing_keys(project: Project, keys: list[str]) -> set[str]:
 EXISTING_CHUNK = 500
 
 
-def _canonical_or_none(raw: str) -> str | None:
+def _link_of(project_id: int, raw: str) -> tuple[int, str | None, str | None]:
+    """A link's KnownKeys entry, canonical URL and url_key; no canonical form when this process
+    knows the link already (nothing more to do) or it is not a crawlable URL."""
+    raw_packed = known_keys.pack_raw(project_id, raw)
+    if raw_packed in known_keys:
+        return raw_packed, None, None
     try:
-        return canonicalize(raw)
+        canonical = canonicalize(raw)
     except InvalidURL:
-        return None
+        return raw_packed, None, None
+    return raw_packed, canonical, url_key(canonical)
 
 
 def _new_page(project, canonical, key, depth, parent_id, redirect_hops, **extra) -> Page:
@@ -216,14 +219,10 @@ def pages_claim_for_extract(page_ids: list[int]) -> tuple[uuid.UUID, list[Page]]
     return token, list(Page.objects.filter(id__in=page_ids, lease_token=token).select_related("project"))
 
 
-def page_finish(*, page_id: int, token: uuid.UUID, from_state: str, **changes) -> bool:
-    """Write a stage's result only if this worker still holds the lease (a zombie's write fails)."""
-    return page_id in pages_finish_many(token=token, from_state=from_state, changes={page_id: changes})
-
-
 def pages_finish_many(*, token: uuid.UUID, from_state: str, changes: dict[int, dict]) -> set[int]:
-    """page_finish for many pages: one compare-and-set UPDATE per chunk, each row getting its own
-    values (CASE on the id where they differ); returns the ids written (the others' lease was lost)."""
+    """Write each page's stage result only if this worker still holds its lease (a zombie's write
+    fails): one compare-and-set UPDATE per chunk, each row getting its own values (CASE on the id
+    where they differ); returns the ids written (the others' lease was lost)."""
     written = set()
     for ids in chunked(sorted(changes), FINISH_CHUNK):
         written |= _finish_chunk(token, from_state, {i: changes[i] for i in ids})
