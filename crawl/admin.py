@@ -13,8 +13,7 @@ from crawl import admin_frontier  # noqa: F401 - registers the pages, failures, 
 from crawl.exports import CONTENT_TYPES, FIELDS, export_response
 from crawl.models import Project, Seed
 from crawl.selectors import project_progress
-from crawl.services.control import project_pause, project_resume, project_retry_failed, project_start
-from crawl.services.frontier import pages_recrawl
+from crawl.services.control import pages_recrawl, project_pause, project_resume, project_retry_failed, project_start
 from crawl.services.projects import seed_problem, seeds_add
 from scrape.models import RuleSet
 

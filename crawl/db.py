@@ -19,6 +19,14 @@ def insert_new(model, objs: list, *, conflict_fields: tuple[str, ...]) -> list[i
     return _insert(model, objs, conflict_fields, "DO NOTHING")
 
 
+def insert_new_ids(model, objs: list, *, conflict_fields: tuple[str, ...]) -> None:
+    """insert_new that also sets the id of every object it inserted (the others keep None)."""
+    by_key = {tuple(getattr(o, model._meta.get_field(n).attname) for n in conflict_fields): o for o in objs}
+    returning = [model._meta.get_field(n).column for n in conflict_fields]
+    for row in _insert(model, objs, conflict_fields, "DO NOTHING", returning=returning):
+        by_key[tuple(row[1:])].id = row[0]
+
+
 def upsert(model, objs: list, *, conflict_fields: tuple[str, ...], update_fields: tuple[str, ...], now=None) -> None:
     """INSERT ... ON CONFLICT (unique key) DO UPDATE SET the update_fields, in one statement per
     chunk; auto_now fields get `now` (one timestamp for the whole write, when given)."""
@@ -29,7 +37,7 @@ def upsert(model, objs: list, *, conflict_fields: tuple[str, ...], update_fields
     )
 
 
-def _insert(model, objs: list, conflict_fields, action: str, now=None) -> list[int]:
+def _insert(model, objs: list, conflict_fields, action: str, now=None, returning=()) -> list:
     if not objs:
         return []
     now = now or timezone.now()
@@ -41,14 +49,14 @@ def _insert(model, objs: list, conflict_fields, action: str, now=None) -> list[i
     qn = connection.ops.quote_name
     head = f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})"
     conflict = ", ".join(qn(model._meta.get_field(n).column) for n in conflict_fields)
-    tail = f"ON CONFLICT ({conflict}) {action} RETURNING id"
+    tail = f"ON CONFLICT ({conflict}) {action} RETURNING {', '.join(['id', *(qn(c) for c in returning)])}"
     rows = _unnest_rows if connection.vendor == "postgresql" else _values_rows
     ids = []
     with connection.cursor() as cursor:
         for start in range(0, len(objs), INSERT_CHUNK):
             sql, params = rows(fields, objs[start : start + INSERT_CHUNK])
             cursor.execute(f"{head} {sql} {tail}", params)
-            ids.extend(r[0] for r in cursor.fetchall())
+            ids.extend(r if returning else r[0] for r in cursor.fetchall())
     return ids
 
 

@@ -175,6 +175,9 @@ class Seed(models.Model):
     method = models.CharField(max_length=10, default="GET", help_text="GET or POST (API endpoints that need a body).")
     body = models.TextField(blank=True, default="", help_text="Request body for POST seeds.")
     headers = models.JSONField(default=dict, blank=True, help_text="Extra headers for this seed's request.")
+    priority = models.SmallIntegerField(
+        default=0, help_text="Pages with a higher priority are fetched sooner (rules and spiders can set it too)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -188,7 +191,8 @@ class Page(models.Model):
     """A URL of a project and where it is in the pipeline.
 
     queued -> leased (a fetch worker owns it until lease_expires_at) -> fetched -> extracted -> done,
-    or failed. The extract stage leases `fetched` rows with the same lease columns.
+    or failed. The extract stage leases `fetched` rows with the same lease columns. Only
+    crawl/frontier/ writes the state, lease and scheduling columns.
     """
 
     class State(models.TextChoices):
@@ -214,9 +218,12 @@ class Page(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     lease_token = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="Last time a message was published for it.")
-    attempts = models.PositiveSmallIntegerField(default=0)
+    enqueued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the last message for it runs (empty: none, the reaper hands it out)."
+    )
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Claims in the current stage (capped).")
     next_fetch_at = models.DateTimeField(default=timezone.now)
+    priority = models.SmallIntegerField(default=0, help_text="Higher is fetched sooner.")
 
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     final_url = models.TextField(blank=True, default="")
@@ -260,6 +267,7 @@ class Page(models.Model):
             models.Index(fields=["project", "state"], name="page_project_state"),
             models.Index(fields=["state", "next_fetch_at"], name="page_state_due"),
             models.Index(fields=["state", "lease_expires_at"], name="page_state_lease"),
+            models.Index(fields=["state", "enqueued_at"], name="page_state_enqueued"),  # the reaper's lost work
             models.Index(fields=["project", "fetched_at"], name="page_project_fetched"),  # dashboard windows
         ]
 

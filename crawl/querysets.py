@@ -1,21 +1,10 @@
-"""Chainable frontier filters used by services, selectors and the admin."""
+"""Chainable frontier filters used by selectors and the admin (reads only: writes are the frontier's)."""
 
 from django.db import models
-from django.db.models import Q
-from django.utils import timezone
 
-PENDING_STATES = ("queued", "leased", "fetched", "extracted")
+from crawl.frontier.stages import PAGE_PENDING_STATES
 
 
 class PageQuerySet(models.QuerySet):
     def pending(self):
-        return self.filter(state__in=PENDING_STATES)
-
-    def claimable_for_fetch(self, now=None):
-        now = now or timezone.now()
-        free = Q(state="queued") | Q(state="leased", lease_expires_at__lt=now)
-        return self.filter(free, next_fetch_at__lte=now)
-
-    def claimable_for_extract(self, now=None):
-        now = now or timezone.now()
-        return self.filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now), state="fetched")
+        return self.filter(state__in=PAGE_PENDING_STATES)

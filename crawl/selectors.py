@@ -3,8 +3,15 @@
 from django.conf import settings
 from django.db.models import Count
 
+from crawl.frontier.stages import (
+    ASSET_PENDING_STATES,
+    DOWNLOAD,
+    EXTRACT,
+    FETCH,
+    PAGE_PENDING_STATES,
+    PAGE_STAGE_OF_STATE,
+)
 from crawl.models import Page, Project
-from crawl.querysets import PENDING_STATES
 from media.models import MediaAsset
 
 
@@ -12,15 +19,15 @@ def project_progress(project: Project) -> dict:
     """Counts by state of pages and assets, and whether any work is still owed."""
     pages = dict(Page.objects.filter(project=project).values_list("state").annotate(n=Count("id")))
     assets = dict(MediaAsset.objects.filter(project=project).values_list("state").annotate(n=Count("id")))
-    pending = sum(pages.get(s, 0) for s in PENDING_STATES) + assets.get("queued", 0) + assets.get("leased", 0)
+    pending = sum(pages.get(s, 0) for s in PAGE_PENDING_STATES) + sum(assets.get(s, 0) for s in ASSET_PENDING_STATES)
     return {"pages": pages, "assets": assets, "pending": pending}
 
 
 def project_work_owed(project: Project) -> bool:
     """Whether any page or asset of the project still has work owed: two index probes, cheap
     however large the frontier (project_progress counts every row)."""
-    pages = Page.objects.filter(project=project, state__in=PENDING_STATES)
-    assets = MediaAsset.objects.filter(project=project, state__in=("queued", "leased"))
+    pages = Page.objects.filter(project=project, state__in=PAGE_PENDING_STATES)
+    assets = MediaAsset.objects.filter(project=project, state__in=ASSET_PENDING_STATES)
     return pages.exists() or assets.exists()
 
 
@@ -34,17 +41,13 @@ def stage_backlog(project: Project | None = None) -> dict[str, int]:
     extraction (fetched) and assets waiting for download (queued), optionally of one project."""
     pages = Page.objects.all() if project is None else Page.objects.filter(project=project)
     assets = MediaAsset.objects.all() if project is None else MediaAsset.objects.filter(project=project)
-    by_state = dict(
-        pages.filter(state__in=(Page.State.QUEUED, Page.State.LEASED, Page.State.FETCHED))
-        .values_list("state")
-        .annotate(n=Count("id"))
-    )
-    downloads = assets.filter(state__in=(MediaAsset.State.QUEUED, MediaAsset.State.LEASED)).count()
-    return {
-        "fetch": by_state.get(Page.State.QUEUED, 0) + by_state.get(Page.State.LEASED, 0),
-        "extract": by_state.get(Page.State.FETCHED, 0),
-        "download": downloads,
-    }
+    owed_states = [s for s, stage in PAGE_STAGE_OF_STATE.items() if stage != DOWNLOAD]
+    by_state = dict(pages.filter(state__in=owed_states).values_list("state").annotate(n=Count("id")))
+    backlog = dict.fromkeys((FETCH, EXTRACT, DOWNLOAD), 0)
+    for state, n in by_state.items():
+        backlog[PAGE_STAGE_OF_STATE[state]] += n
+    backlog[DOWNLOAD] = assets.filter(state__in=ASSET_PENDING_STATES).count()
+    return backlog
 
 
 def broker_queue_lengths() -> dict[str, int | None]:

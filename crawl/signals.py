@@ -1,16 +1,31 @@
-"""Keep beat's PeriodicTask rows in step with the projects' recrawl schedules."""
+"""Keep beat's PeriodicTask rows in step with the projects' recrawl schedules, and the pages' next
+revisits with the projects' revisit settings."""
 
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
+from crawl.frontier.schedule import pages_reschedule
 from crawl.models import Project
 from crawl.services.schedules import schedule_sync, task_name
 
-SCHEDULE_FIELDS = frozenset({"recrawl_every_minutes", "recrawl_crontab", "status"})
+REVISIT_FIELDS = ("hub_revisit_seconds", "revisit_min_seconds", "revisit_max_seconds")
+SCHEDULE_FIELDS = frozenset({"recrawl_every_minutes", "recrawl_crontab", "status", *REVISIT_FIELDS})
+
+
+@receiver(pre_save, sender=Project)
+def project_saving(sender, instance: Project, update_fields=None, **kwargs) -> None:
+    """Remember the revisit settings the row had, to see after the save whether they changed."""
+    if instance.pk is None or (update_fields is not None and not set(REVISIT_FIELDS) & set(update_fields)):
+        instance._revisit_before = None
+        return
+    instance._revisit_before = Project.objects.filter(pk=instance.pk).values_list(*REVISIT_FIELDS).first()
 
 
 @receiver(post_save, sender=Project)
 def project_saved(sender, instance: Project, update_fields=None, **kwargs) -> None:
+    before = getattr(instance, "_revisit_before", None)
+    if before is not None and before != tuple(getattr(instance, f) for f in REVISIT_FIELDS):
+        pages_reschedule(project=instance)  # a shorter interval takes effect now, not at the old revisit
     if update_fields is not None and not SCHEDULE_FIELDS & set(update_fields):
         return  # a save of other fields (say, the token bucket) leaves beat alone
     schedule_sync(instance)

@@ -1,4 +1,4 @@
-"""The pipeline's queues and task routes (crawl/pipeline.py knows the stage order)."""
+"""The pipeline's queues and task routes (crawl/frontier/stages.py knows the stage order)."""
 
 FETCH = "fetch"
 EXTRACT = "extract"

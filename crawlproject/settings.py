@@ -215,7 +215,7 @@ if CELERY_EMBEDDED_BROKER:
     }
 else:
     # Above every task's hard time limit, so a running task is never redelivered; a killed
-    # worker's work comes back sooner through the lease reaper (crawl.services.reaper).
+    # worker's work comes back sooner through the lease reaper (crawl.frontier.reaper).
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1800}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -252,12 +252,21 @@ CRAWL_LEASE_SECONDS = env.int("CRAWL_LEASE_SECONDS", default=600)
 # Queued work with no message seen for this long is published again (lost broker message).
 CRAWL_REPUBLISH_SECONDS = env.int("CRAWL_REPUBLISH_SECONDS", default=300)
 CRAWL_REAP_INTERVAL_SECONDS = env.int("CRAWL_REAP_INTERVAL_SECONDS", default=10)
+# Work that waits (politeness, Retry-After, retry back-off) is woken by a message with a countdown of
+# at most this many seconds; longer waits are handed out by the reaper once due. Keep it well under
+# the broker's visibility timeout (1800 s), or a delayed message is delivered twice.
+CRAWL_WAKEUP_MAX_SECONDS = env.int("CRAWL_WAKEUP_MAX_SECONDS", default=300)
 CRAWL_MAX_ATTEMPTS = env.int("CRAWL_MAX_ATTEMPTS", default=3)
 # Transient failures wait base * 2^(attempt-1) seconds (capped at 1 h) before the next attempt.
 CRAWL_RETRY_BASE_SECONDS = env.float("CRAWL_RETRY_BASE_SECONDS", default=30.0)
 CRAWL_MAX_BODY_BYTES = env.int("CRAWL_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 CRAWL_MAX_MEDIA_BYTES = env.int("CRAWL_MAX_MEDIA_BYTES", default=200 * 1024 * 1024)
 CRAWL_MEDIA_TOTAL_TIMEOUT = env.float("CRAWL_MEDIA_TOTAL_TIMEOUT", default=600.0)
+# A download batch is stopped softly after this many seconds, and its process killed after the hard
+# limit; its assets' leases then expire and count as attempts (CRAWL_MAX_ATTEMPTS), so a media URL
+# that trickles forever ends failed instead of looping.
+CRAWL_DOWNLOAD_SOFT_TIME_LIMIT = env.int("CRAWL_DOWNLOAD_SOFT_TIME_LIMIT", default=840)
+CRAWL_DOWNLOAD_TIME_LIMIT = env.int("CRAWL_DOWNLOAD_TIME_LIMIT", default=900)
 CRAWL_CONNECT_TIMEOUT = env.float("CRAWL_CONNECT_TIMEOUT", default=10.0)
 CRAWL_READ_TIMEOUT = env.float("CRAWL_READ_TIMEOUT", default=20.0)
 CRAWL_TOTAL_TIMEOUT = env.float("CRAWL_TOTAL_TIMEOUT", default=60.0)

@@ -48,6 +48,7 @@ class MediaAsset(models.Model):
         indexes = [
             models.Index(fields=["project", "state"], name="asset_project_state"),
             models.Index(fields=["state", "lease_expires_at"], name="asset_state_lease"),
+            models.Index(fields=["state", "enqueued_at"], name="asset_state_enqueued"),
         ]
 
     def __str__(self) -> str:

@@ -1,10 +1,16 @@
 """Thin Celery task of the download stage."""
 
 from celery import shared_task
+from django.conf import settings
 
 from .services import assets_download
 
 
-@shared_task(name="media.download_batch", bind=True, soft_time_limit=840, time_limit=900)
+@shared_task(
+    name="media.download_batch",
+    bind=True,
+    soft_time_limit=settings.CRAWL_DOWNLOAD_SOFT_TIME_LIMIT,
+    time_limit=settings.CRAWL_DOWNLOAD_TIME_LIMIT,
+)
 def download_batch(self, asset_ids: list[int]) -> int:
     return len(assets_download(asset_ids=asset_ids, worker=self.request.hostname or ""))

@@ -77,11 +77,19 @@ def trial_report(trial: Trial) -> dict:
         return report
     extraction = result.extraction
     report |= {
-        "page": {k: v for k, v in result.changes.items() if k in ("state", "title", "error_code", "error_message")},
+        "page": _page_report(result),
         "items": [{"kind": i.kind, "position": i.position, "data": i.data, "errors": i.errors} for i in result.items],
-        "links": [link[0] for link in result.links],
+        "links": [link.url for link in result.links],
         "media": [{"url": u, "kind": k} for u, k in result.media],
     }
     if extraction is not None:
         report["fields"] = extraction_fields(extraction) | {"text": extraction.text[:2000]}
     return report
+
+
+def _page_report(result) -> dict:
+    """What the crawl would write on the page: done with its title, or failed with the error."""
+    if result.failed:
+        code, message = result.error
+        return {"state": "failed", "error_code": code, "error_message": message}
+    return {"state": "done"} | ({"title": result.changes["title"]} if "title" in result.changes else {})

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.sitemaps import parse_listing
 from media.downloading import project_media_rules
@@ -38,10 +39,15 @@ class PageResult:
 
     page: Page
     changes: dict
-    links: list[tuple] = field(default_factory=list)  # (url, depth, parent_id, redirect_hops[, kind])
+    links: list[Link] = field(default_factory=list)
     media: list[tuple[str, str]] = field(default_factory=list)  # (url, kind); kind "download": ID scraper jobs
     items: list[ItemRow] = field(default_factory=list)
     extraction: Extraction | None = None
+    error: tuple[str, str] | None = None  # (code, message): extraction failed for good
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
 
 def project_rule_sets(project: Project) -> list[CompiledRules]:
@@ -76,21 +82,21 @@ def extract_page(page: Page, body: bytes, headers: dict) -> PageResult:
     if not looks_like_html(page.content_type, body) or looks_binary(body):
         kind = page.content_type or "a body of unknown type"
         message = f"{kind} is not HTML{' (binary bytes)' if looks_binary(body) else ''}: nothing to extract"
-        return PageResult(page=page, changes=_failed("not_html", message))
+        return _failed(page, "not_html", message)
     return _html(page, body, headers)
 
 
-def _failed(code: str, message: str) -> dict:
-    return {"state": Page.State.FAILED, "error_code": code, "error_message": message[:2000]}
+def _failed(page: Page, code: str, message: str) -> PageResult:
+    return PageResult(page=page, changes={}, error=(code, message[:2000]))
 
 
 def _redirect(page: Page) -> PageResult:
     hops = page.redirect_hops + 1
     if hops > settings.CRAWL_MAX_REDIRECTS:
         message = f"more than {settings.CRAWL_MAX_REDIRECTS} redirects in a row"
-        return PageResult(page=page, changes=_failed("too_many_redirects", message))
+        return _failed(page, "too_many_redirects", message)
     return PageResult(
-        page=page, changes={"state": Page.State.DONE}, links=[(page.final_url, page.depth, page.id, hops)]
+        page=page, changes={}, links=[Link(page.final_url, page.depth, page.id, hops, priority=page.priority)]
     )
 
 
@@ -99,11 +105,11 @@ def _listing(page: Page, body: bytes) -> PageResult:
     (they are entry points, like seeds); child sitemaps are read the same way."""
     listing = parse_listing(body, base_url=page.final_url or page.url, content_type=page.content_type)
     if listing.error:
-        return PageResult(page=page, changes=_failed(f"listing_{listing.error}", f"cannot read this {page.kind}"))
-    links = [(d.url, page.depth, page.id, 0, "page") for d in listing.urls]
-    links += [(d.url, page.depth, page.id, 0, "sitemap") for d in listing.sitemaps]
+        return _failed(page, f"listing_{listing.error}", f"cannot read this {page.kind}")
+    links = [Link(d.url, page.depth, page.id, 0, "page") for d in listing.urls]
+    links += [Link(d.url, page.depth, page.id, 0, "sitemap") for d in listing.sitemaps]
     item = {"url": page.url, "kind": listing.kind, "urls": len(listing.urls), "sitemaps": len(listing.sitemaps)}
-    return PageResult(page=page, changes={"state": Page.State.DONE}, links=links, items=[ItemRow("listing", 0, item)])
+    return PageResult(page=page, changes={}, links=links, items=[ItemRow("listing", 0, item)])
 
 
 def _looks_like_json(content_type: str, body: bytes) -> bool:
@@ -115,16 +121,16 @@ def _json_api(page: Page, body: bytes) -> PageResult:
     try:
         config = compile_api_config(page.project.api_config)
     except ApiConfigError as exc:
-        return PageResult(page=page, changes=_failed("api_config", str(exc)))
+        return _failed(page, "api_config", str(exc))
     result = config.extract(body, page.url, page.content_type)
     if result.error:
-        return PageResult(page=page, changes=_failed(result.error.split(":", 1)[0], result.error))
+        return _failed(page, result.error.split(":", 1)[0], result.error)
     version = config_version(page.project.api_config)
     items = [
         ItemRow("api", i, r, e, version) for i, (r, e) in enumerate(zip(result.records, result.errors, strict=True))
     ]
-    links = [(result.next_url, page.depth, page.id, 0, "page")] if result.next_url else []
-    return PageResult(page=page, changes={"state": Page.State.DONE}, links=links, items=items)
+    links = [Link(result.next_url, page.depth, page.id, 0, "page", page.priority)] if result.next_url else []
+    return PageResult(page=page, changes={}, links=links, items=items)
 
 
 def _html(page: Page, body: bytes, headers: dict) -> PageResult:
@@ -137,15 +143,19 @@ def _html(page: Page, body: bytes, headers: dict) -> PageResult:
     if page_kind:
         media.append((page.url, page_kind))  # the page itself is a video page or gallery
     items = [ItemRow("page", 0, _page_item(page, extraction, body, project.main_text))]
-    changes = {"state": Page.State.DONE, "title": extraction.title, **_fingerprints(extraction.text)}
-    links = _apply_rules(page, body, items, links, media)
+    changes = {"title": extraction.title, **_fingerprints(extraction.text)}
+    priorities: dict[str, int] = {}
+    links = _apply_rules(page, body, items, links, media, priorities)
+    error = None
     if project.spider:
-        links = _apply_spider(page, body, headers, items, media, changes)
-    result_links = [(u, page.depth + 1, page.id, 0) for u in links]
-    return PageResult(page=page, changes=changes, links=result_links, media=media, items=items, extraction=extraction)
+        links, error = _apply_spider(page, body, headers, items, media, priorities)
+    result_links = [Link(u, page.depth + 1, page.id, 0, priority=priorities.get(u, 0)) for u in links]
+    return PageResult(
+        page=page, changes=changes, links=result_links, media=media, items=items, extraction=extraction, error=error
+    )
 
 
-def _apply_rules(page: Page, body: bytes, items: list, links: list[str], media: list) -> list[str]:
+def _apply_rules(page: Page, body: bytes, items: list, links: list[str], media: list, priorities: dict) -> list[str]:
     """Items of every applicable rule set; their follow/deny patterns, when any, decide the links."""
     ruled_links, restricted = [], False
     for rules in project_rule_sets(page.project):
@@ -161,10 +171,15 @@ def _apply_rules(page: Page, body: bytes, items: list, links: list[str], media: 
         if rules.follow_patterns or rules.deny_patterns:
             restricted = True
             ruled_links += result.follow
+        if rules.priority:
+            for url in result.follow if (rules.follow_patterns or rules.deny_patterns) else links:
+                priorities[url] = max(priorities.get(url, rules.priority), rules.priority)
     return list(dict.fromkeys(ruled_links)) if restricted else links
 
 
-def _apply_spider(page: Page, body: bytes, headers: dict, items: list, media: list, changes: dict) -> list[str]:
+def _apply_spider(
+    page: Page, body: bytes, headers: dict, items: list, media: list, priorities: dict
+) -> tuple[list[str], tuple[str, str] | None]:
     """The project's Python spider decides the links; its failure is the page's error, not the worker's."""
     global _SPIDERS_LOADED
     if not _SPIDERS_LOADED:
@@ -173,15 +188,14 @@ def _apply_spider(page: Page, body: bytes, headers: dict, items: list, media: li
     try:
         spider = get_spider(page.project.spider)
     except SpiderError as exc:
-        changes |= _failed("spider_error", str(exc))
-        return []
+        return [], ("spider_error", str(exc)[:2000])
     result = run_spider(spider, Response(url=page.url, status=page.status_code or 200, headers=headers, body=body))
     if result.error:
-        changes |= _failed("spider_error", result.error)
-        return []
+        return [], ("spider_error", result.error[:2000])
     items += [ItemRow("spider", i, data) for i, data in enumerate(result.items)]
     media += result.media
-    return result.follow
+    priorities.update(result.priorities)
+    return result.follow, None
 
 
 def extraction_fields(extraction: Extraction) -> dict:

@@ -25,7 +25,18 @@ import lxml.html
 from scrape.extractors import absolute_http_url
 
 SPEC_KEYS = frozenset(
-    {"name", "url_patterns", "item_selector", "fields", "required", "follow", "deny", "id_regex", "download_url_fmt"}
+    {
+        "name",
+        "url_patterns",
+        "item_selector",
+        "fields",
+        "required",
+        "follow",
+        "deny",
+        "id_regex",
+        "download_url_fmt",
+        "priority",
+    }
 )
 FIELD_KEYS = frozenset({"css", "xpath", "attr", "regex", "type", "many", "absolute"})
 TYPES = ("str", "int", "float", "bool")
@@ -71,6 +82,7 @@ class CompiledRules:
     deny_patterns: tuple[re.Pattern, ...] = ()
     id_regex: re.Pattern | None = None
     download_url_fmt: str = ""
+    priority: int = 0  # of the links this rule set follows: higher is fetched sooner
 
     def applies_to(self, url: str) -> bool:
         return not self.url_patterns or any(p.search(url) for p in self.url_patterns)
@@ -161,7 +173,14 @@ def compile_rules(spec: dict) -> CompiledRules:
         deny_patterns=_regexes("deny", spec.get("deny", [])),
         id_regex=None if id_regex is None else _regex("id_regex", id_regex),
         download_url_fmt="" if download_fmt is None else _download_fmt(download_fmt),
+        priority=_priority(spec.get("priority", 0)),
     )
+
+
+def _priority(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
+        raise RuleError(f"priority: must be a whole number from -1000 to 1000, not {value!r}")
+    return value
 
 
 def rules_version(spec: dict) -> str:

@@ -1,19 +1,25 @@
 """The extract stage: claim fetched pages, extract them (scrape/decide.py), then in one short
 transaction insert what was discovered (sorted, so concurrent batches cannot deadlock), store the
-items and finish each page's lease by compare-and-set."""
+items and hand each page's verdict to the frontier. A row the database refuses is failed alone:
+its batch-mates are written one by one."""
 
 import logging
+import math
+import re
 import zlib
-from dataclasses import dataclass, field
 
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.db.models import F
 from django.utils import timezone
 
 from crawl.db import upsert
+from crawl.frontier.discovery import pages_discover
+from crawl.frontier.pages import pages_claim_for_extract, pages_extract_again, pages_finish
+from crawl.frontier.stages import EXTRACT
+from crawl.frontier.verdicts import Done, Fail
 from crawl.models import Page, PageContent
 from crawl.retry import atomic_with_retry
 from crawl.services.freshness import revisit, versions_record
-from crawl.services.frontier import pages_claim_for_extract, pages_discover_many, pages_finish_many
 from crawl.services.outcomes import rules_stamp
 from media.services import assets_link_many
 
@@ -21,28 +27,35 @@ from .decide import PageResult, extract_page
 from .models import Item
 
 log = logging.getLogger("crawlhub.extract")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-@dataclass
-class ExtractOutcome:
-    new_page_ids: list[int] = field(default_factory=list)
-    new_asset_ids: list[int] = field(default_factory=list)
-    hosts: dict[int, str] = field(default_factory=dict)
-    rendered: set[int] = field(default_factory=set)  # new pages of projects that render JavaScript
-
-
-def pages_extract(*, page_ids: list[int], worker: str = "") -> ExtractOutcome:
-    """Extract the claimable fetched pages among page_ids; return what the next stages must do."""
+def pages_extract(*, page_ids: list[int], worker: str = "") -> int:
+    """Extract the claimable fetched pages among page_ids; returns how many new pages they led to
+    (the frontier publishes them, and the new assets)."""
     token, pages = pages_claim_for_extract(page_ids)
     contents = {c.page_id: c for c in PageContent.objects.filter(page_id__in=[p.id for p in pages])}
-    results = [_extract_safely(page, contents.get(page.id)) for page in pages]
-    outcome = ExtractOutcome()
     by_project: dict[int, list[PageResult]] = {}
-    for result in results:
-        by_project.setdefault(result.page.project_id, []).append(result)
-    for project_results in by_project.values():
-        atomic_with_retry(_write, project_results, token, worker, outcome)
-    return outcome
+    for page in pages:
+        by_project.setdefault(page.project_id, []).append(_extract_safely(page, contents.get(page.id)))
+    return sum(_write_batch(results, token, worker) for results in by_project.values())
+
+
+def _write_batch(results: list[PageResult], token, worker: str) -> int:
+    """Write the batch in one transaction; if the database refuses it, write page by page and fail
+    only the page it refuses (with the reason), so one poison row never holds back the others."""
+    try:
+        return atomic_with_retry(_write, results, token, worker)
+    except (DatabaseError, ValueError, TypeError) as exc:  # a row the database or its adapter refuses
+        if isinstance(exc, OperationalError | InterfaceError):
+            raise  # the database is away: the lease brings the batch back
+        if len(results) == 1:
+            log.warning("page %s refused by the database: %r", results[0].page.id, exc)
+            failed = Fail("store_error", f"the database refused this page's results: {exc!r}"[:2000])
+            atomic_with_retry(pages_finish, token=token, stage=EXTRACT, verdicts=[(results[0].page, failed)])
+            return 0
+        log.warning("extract batch refused (%r): writing its %d pages one by one", exc, len(results))
+    return sum(_write_batch([result], token, worker) for result in results)
 
 
 def _extract_safely(page: Page, content: PageContent | None) -> PageResult:
@@ -51,48 +64,42 @@ def _extract_safely(page: Page, content: PageContent | None) -> PageResult:
         return extract_page(page, body, content.headers if content is not None else {})
     except Exception as exc:
         log.exception("extraction failed for page %s", page.id)
-        failed = {"state": Page.State.FAILED, "error_code": "extract_error", "error_message": repr(exc)[:2000]}
-        return PageResult(page=page, changes=failed)
+        return PageResult(page=page, changes={}, error=("extract_error", repr(exc)[:2000]))
 
 
-def _write(results: list[PageResult], token, worker: str, outcome: ExtractOutcome) -> None:
+def _write(results: list[PageResult], token, worker: str) -> int:
     project = results[0].page.project
-    new_ids = pages_discover_many(project=project, candidates=[c for r in results for c in r.links])
-    outcome.new_page_ids += new_ids
-    outcome.hosts.update(dict.fromkeys(new_ids, results[0].page.host))
-    if project.render_js:
-        outcome.rendered.update(new_ids)
+    new_ids = pages_discover(project=project, links=[link for r in results for link in r.links])
     refs = {r.page.id: r.media for r in results if r.media}
-    new_assets, pending_pages = assets_link_many(project=project, refs_by_page=refs)
-    outcome.new_asset_ids += new_assets
-    changes, versions = {}, []
+    pending_pages = assets_link_many(project=project, refs_by_page=refs)
+    verdicts, versions = [], []
     for result in results:
-        changes[result.page.id] = result.changes | {"extracted_by": worker} | _freshness(result, versions)
-        if result.page.id in pending_pages and changes[result.page.id]["state"] == Page.State.DONE:
-            changes[result.page.id]["state"] = Page.State.EXTRACTED  # done once its media is downloaded
-    written = pages_finish_many(token=token, from_state=Page.State.FETCHED, changes=changes)
-    for page_id in set(changes) - written:
+        if result.failed:
+            verdicts.append((result.page, Fail(*result.error, {"extracted_by": worker})))
+            continue
+        fields, revisit_seconds = _freshness(result, versions)
+        fields |= _jsonb_safe(result.changes) | {"extracted_by": worker}
+        waiting = result.page.id in pending_pages
+        verdicts.append((result.page, Done(fields, revisit_seconds=revisit_seconds, awaiting_assets=waiting)))
+    written = pages_finish(token=token, stage=EXTRACT, verdicts=verdicts)
+    for page_id in {p.id for p, _ in verdicts} - written:
         log.warning("lease lost before finishing extraction of page %s", page_id)
-    finished = [r for r in results if r.page.id in written]
-    versions = [v for v in versions if v[0].id in written]
-    items_store(finished)
-    versions_record(versions)
+    items_store([r for r in results if r.page.id in written])
+    versions_record([v for v in versions if v[0].id in written])
+    return len(new_ids)
 
 
-def _freshness(result: PageResult, versions: list) -> dict:
+def _freshness(result: PageResult, versions: list) -> tuple[dict, int]:
     """Change detection on the normalised text: a new version and a shorter revisit when it changed."""
     page, changes = result.page, result.changes
     stamp = {"itag": rules_stamp(page.project)}
     if "text_hash" not in changes:
-        return stamp | revisit(page.project, page, changed=True)
+        return stamp, revisit(page.project, page, changed=True)
     if changes["text_hash"] == page.text_hash:
-        return stamp | revisit(page.project, page, changed=False)
-    versions.append((page, changes, result.extraction.text if result.extraction else ""))
-    return (
-        stamp
-        | revisit(page.project, page, changed=True)
-        | {"changed_at": timezone.now(), "change_count": F("change_count") + 1}
-    )
+        return stamp, revisit(page.project, page, changed=False)
+    versions.append((page, _jsonb_safe(changes), _jsonb_safe(result.extraction.text if result.extraction else "")))
+    changed = {"changed_at": timezone.now(), "change_count": F("change_count") + 1}
+    return stamp | changed, revisit(page.project, page, changed=True)
 
 
 def items_store(results: list[PageResult]) -> None:
@@ -125,29 +132,21 @@ def items_store(results: list[PageResult]) -> None:
 
 
 def _jsonb_safe(value):
-    """PostgreSQL's jsonb refuses NUL characters in strings; they are replaced, not lost silently."""
+    """Values the database can store: PostgreSQL refuses NUL characters and non-finite numbers, and
+    no UTF-8 holds a lone surrogate (JSON's "\\ud800" escape); they become U+FFFD or null instead of
+    failing the page."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
+        value = value.replace("\x00", "\ufffd")
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # NaN and infinities are not JSON
     if isinstance(value, dict):
         return {_jsonb_safe(k): _jsonb_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_jsonb_safe(v) for v in value]
     return value
 
 
 def pages_reextract(*, project) -> int:
     """Hand a project's stored pages back to the extract stage (rules changed): no refetch."""
-    from crawl import pipeline
-
-    stored = Page.objects.filter(project=project, state__in=[Page.State.DONE, Page.State.FAILED], content__isnull=False)
-    ids = list(stored.values_list("id", flat=True))
-    Page.objects.filter(id__in=ids).update(
-        state=Page.State.FETCHED,
-        lease_token=None,
-        lease_expires_at=None,
-        enqueued_at=timezone.now(),
-        error_code="",
-        error_message="",
-    )
-    pipeline.on_commit(pipeline.publish_extract, ids)
-    return len(ids)
+    return pages_extract_again(Page.objects.filter(project=project))

@@ -120,6 +120,7 @@ def _css_selector(selector: str) -> Callable:
 @dataclass
 class Follow:
     url: str
+    priority: int = 0  # higher is fetched sooner
 
 
 @dataclass
@@ -134,6 +135,7 @@ class SpiderResult:
     follow: list[str] = field(default_factory=list)
     media: list[tuple[str, str]] = field(default_factory=list)  # (url, kind)
     error: str = ""
+    priorities: dict[str, int] = field(default_factory=dict)  # follow URL -> its priority, when not 0
 
 
 Handler = Callable[[Response], Any]
@@ -253,12 +255,13 @@ def _collect(output: Any, base_url: str) -> SpiderResult:
         if isinstance(value, dict):
             result.items.append(value)
         elif isinstance(value, Follow):
-            _add_url(follow, base_url, value.url, None)
+            _add_url(follow, base_url, value.url, int(value.priority))
         elif isinstance(value, Media):
             _add_url(media, base_url, value.url, value.kind)
         else:
             raise TypeError(f"a handler may yield dict, Follow or Media, not {type(value).__name__}")
     result.follow, result.media = list(follow), list(media.items())
+    result.priorities = {url: priority for url, priority in follow.items() if priority}
     return result
 
 

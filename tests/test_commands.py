@@ -11,9 +11,9 @@ from django.core.management import call_command, get_commands, load_command_clas
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from crawl.frontier.pages import pages_claim_for_fetch
 from crawl.models import Page, Project, Seed
 from crawl.selectors import broker_queue_lengths
-from crawl.services.frontier import pages_claim_for_fetch
 from crawl.services.projects import project_get_or_create
 from crawl.urls import url_key
 from media.models import MediaAsset
@@ -56,7 +56,7 @@ def test_it_prints_help_and_exits_0_for_every_command(name, capsys):
     assert [a.dest for a in parser._actions if not a.help] == [], "every argument says what it does"
 
 
-def test_addseeds_adds_and_publishes_good_urls_and_reports_refused_ones(db, broker):
+def test_addseeds_adds_and_publishes_good_urls_and_reports_refused_ones(transactional_db, broker):
     project = project_get_or_create(name="seeds")
     out, err = manage(
         "addseeds", "seeds", "http://93.184.215.14/", "ftp://example.com/x", "http://127.0.0.1:9/", "http://8.8.8.8/a"

@@ -13,10 +13,13 @@ from django.db import connection
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from crawl.frontier.discovery import pages_discover
+from crawl.frontier.schedule import pages_dispatch
+from crawl.frontier.verdicts import Link
 from crawl.models import Page, PageVersion
+from crawl.services.control import pages_recrawl
 from crawl.services.fetching import pages_fetch
-from crawl.services.freshness import pages_dispatch, revisit
-from crawl.services.frontier import pages_discover, pages_recrawl
+from crawl.services.freshness import revisit
 from crawl.services.projects import project_get_or_create, seeds_add
 from scrape.services import pages_extract
 from tests.site import Site, SiteServer
@@ -33,23 +36,22 @@ def project(db):
 
 def test_it_halves_the_interval_of_a_changing_page_and_doubles_it_for_a_quiet_one(project):
     page = Page(project=project, url="http://a.test/x", revisit_seconds=400)
-    assert revisit(project, page, changed=True)["revisit_seconds"] == 200
-    assert revisit(project, page, changed=False)["revisit_seconds"] == 800
+    assert revisit(project, page, changed=True) == 200
+    assert revisit(project, page, changed=False) == 800
     page.revisit_seconds = 3000
-    assert revisit(project, page, changed=False)["revisit_seconds"] == 3600, "bounded by the project's maximum"
+    assert revisit(project, page, changed=False) == 3600, "bounded by the project's maximum"
     page.revisit_seconds = 70
-    assert revisit(project, page, changed=True)["revisit_seconds"] == 60, "and by its minimum (age)"
-    assert (
-        revisit(project, Page(project=project, url="http://a.test/", is_seed=True), changed=False)["revisit_seconds"]
-        == 30
-    ), "hubs keep their short interval"
+    assert revisit(project, page, changed=True) == 60, "and by its minimum (age)"
+    assert revisit(project, Page(project=project, url="http://a.test/", is_seed=True), changed=False) == 30, (
+        "hubs keep their short interval"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
 def test_two_dispatchers_at_once_never_queue_a_page_twice():
     project = project_get_or_create(name="dispatch", allow_private=True)
     seeds_add(project=project, urls=["http://a.test/"])
-    pages_discover(project=project, urls=[f"http://a.test/p{i}" for i in range(200)], depth=1)
+    pages_discover(project=project, links=[Link(f"http://a.test/p{i}", 1) for i in range(200)])
     Page.objects.filter(project=project).update(state="done", next_fetch_at=timezone.now() - timedelta(seconds=1))
     queued, barrier = [], threading.Barrier(4)
 
@@ -92,7 +94,12 @@ def test_editing_the_schedule_in_the_admin_updates_beat_without_a_second_task(ad
         response = admin_client.post(url, data)
         assert response.status_code == 302, response.context["adminform"].form.errors if response.context else ""
     (task,) = PeriodicTask.objects.filter(task="crawl.dispatch")
-    assert (task.interval.every, task.interval.period, task.kwargs) == (5, "minutes", f'{{"project_id": {project.id}}}')
+    tick = min(5 * 60, project.hub_revisit_seconds)  # as often as the hubs are due, when that is sooner
+    assert (task.interval.every, task.interval.period, task.kwargs) == (
+        tick,
+        "seconds",
+        f'{{"project_id": {project.id}}}',
+    )
     data = admin_post_data(admin_client.get(url)) | {"recrawl_every_minutes": "", "recrawl_crontab": "*/10 * * * *"}
     assert admin_client.post(url, data).status_code == 302
     (task,) = PeriodicTask.objects.filter(task="crawl.dispatch")
@@ -143,3 +150,28 @@ def test_no_task_is_scheduled_with_a_countdown_or_eta():
     ]
     offenders = [str(p) for p in code if re.search(r"\b(countdown|eta)\s*=", p.read_text())]
     assert offenders == []
+
+
+def test_a_shorter_hub_interval_reschedules_the_pages_already_waiting(project):
+    from crawl.services.schedules import task_name
+
+    now = timezone.now()
+    fetched = now - timedelta(minutes=10)
+    seeds_add(project=project, urls=["http://a.test/"])
+    hub = Page.objects.get(project=project, is_seed=True)
+    other = Page.objects.create(project=project, url="http://a.test/x", url_key="x" * 64, host="a.test")
+    Page.objects.filter(id=hub.id).update(state="done", fetched_at=fetched, next_fetch_at=now + timedelta(hours=1))
+    Page.objects.filter(id=other.id).update(
+        state="done", fetched_at=fetched, revisit_seconds=7200, next_fetch_at=fetched + timedelta(seconds=7200)
+    )
+    project.recrawl_every_minutes = 60
+    project.save()
+    project.hub_revisit_seconds, project.revisit_max_seconds = 60, 1800
+    project.save()
+    hub.refresh_from_db()
+    other.refresh_from_db()
+    assert hub.next_fetch_at == fetched + timedelta(seconds=60), "due now, not in an hour"
+    assert (other.revisit_seconds, other.next_fetch_at) == (1800, fetched + timedelta(seconds=1800))
+    assert set(pages_dispatch(project_id=project.id)) == {hub.id}
+    task = PeriodicTask.objects.get(name=task_name(project))
+    assert (task.interval.every, task.interval.period) == (60, "seconds"), "the dispatcher ticks as often as hubs"

@@ -12,12 +12,15 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
+from crawl.frontier.assets import pages_waiting_complete
+from crawl.frontier.discovery import forget_scope, pages_discover
+from crawl.frontier.pages import pages_claim_for_fetch, pages_finish
+from crawl.frontier.reaper import reap
+from crawl.frontier.stages import FETCH
+from crawl.frontier.verdicts import Fetched, Link
 from crawl.models import Page
-from crawl.services.frontier import pages_claim_for_fetch, pages_discover, pages_finish_many
 from crawl.services.projects import project_get_or_create, seeds_add
-from crawl.services.reaper import reap
 from media.models import MediaAsset, PageAsset
-from media.services import pages_complete
 
 
 @pytest.fixture
@@ -31,11 +34,14 @@ def urls(n, host="site.test"):
     return [f"http://{host}/p{i}.html" for i in range(n)]
 
 
+def discover(project, urls: list[str], depth: int = 1) -> list[int]:
+    """Links found at one depth join the frontier; the ids of the new rows."""
+    return pages_discover(project=project, links=[Link(u, depth) for u in urls])
+
+
 def test_it_inserts_each_canonical_url_once_and_returns_only_new_rows(project):
-    first = pages_discover(project=project, urls=urls(5), depth=1)
-    again = pages_discover(
-        project=project, urls=["HTTP://SITE.test:80/p1.html#x", "http://site.test/p9.html?utm_source=a"], depth=1
-    )
+    first = discover(project, urls(5))
+    again = discover(project, ["HTTP://SITE.test:80/p1.html#x", "http://site.test/p9.html?utm_source=a"])
     assert len(first) == 5
     assert Page.objects.filter(id__in=again).get().url == "http://site.test/p9.html"
     assert Page.objects.filter(project=project).count() == 1 + 5 + 1
@@ -45,22 +51,18 @@ def test_it_keeps_out_of_scope_urls_out_of_the_frontier(project):
     project.max_depth = 2
     project.deny_patterns = r"/private/"
     project.save()
-    from crawl.services.frontier import forget_scope
-
     forget_scope(project.id)
-    new = pages_discover(
-        project=project,
-        depth=2,
-        urls=["http://other.test/a", "http://sub.site.test/a", "http://site.test/private/x", "mailto:a@b.c"],
+    new = discover(
+        project, ["http://other.test/a", "http://sub.site.test/a", "http://site.test/private/x", "mailto:a@b.c"], 2
     )
     assert [p.url for p in Page.objects.filter(id__in=new)] == ["http://sub.site.test/a"]
-    assert pages_discover(project=project, urls=["http://site.test/deep"], depth=3) == []
+    assert discover(project, ["http://site.test/deep"], 3) == []
 
 
 def test_it_stops_discovering_at_max_pages(project):
     project.max_pages = 10
     project.save()
-    pages_discover(project=project, urls=urls(50), depth=1)
+    discover(project, urls(50))
     assert Page.objects.filter(project=project).count() == 10
 
 
@@ -68,7 +70,7 @@ def test_it_stops_discovering_at_max_pages(project):
 def test_it_never_gives_one_page_to_two_concurrent_claimers():
     project = project_get_or_create(name="race", allow_private=True)
     seeds_add(project=project, urls=["http://site.test/"])
-    ids = pages_discover(project=project, urls=urls(300), depth=1)
+    ids = discover(project, urls(300))
     claimed, barrier = [], threading.Barrier(6)
 
     def claimer():
@@ -87,19 +89,20 @@ def test_it_never_gives_one_page_to_two_concurrent_claimers():
 
 
 def test_it_rejects_the_late_write_of_a_worker_whose_lease_expired(project):
-    ids = pages_discover(project=project, urls=urls(3), depth=1)
+    ids = discover(project, urls(3))
     slow_token, _ = pages_claim_for_fetch(ids)
     Page.objects.filter(id__in=ids).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     fast_token, pages = pages_claim_for_fetch(ids)
     assert len(pages) == 3
-    fetched = {ids[0]: {"state": "fetched"}}
-    assert pages_finish_many(token=slow_token, from_state="leased", changes=fetched) == set()
-    assert pages_finish_many(token=fast_token, from_state="leased", changes=fetched) == {ids[0]}
-    assert Page.objects.get(id=ids[0]).attempts == 2
+    first = [p for p in pages if p.id == ids[0]]
+    assert pages_finish(token=slow_token, stage=FETCH, verdicts=[(first[0], Fetched())]) == set()
+    assert Page.objects.get(id=ids[0]).attempts == 2, "two claims, two attempts"
+    assert pages_finish(token=fast_token, stage=FETCH, verdicts=[(first[0], Fetched())]) == {ids[0]}
+    assert Page.objects.get(id=ids[0]).state == "fetched"
 
 
 def test_it_requeues_expired_leases_and_fails_pages_that_keep_killing_workers(project, broker):
-    ids = pages_discover(project=project, urls=urls(2), depth=1)
+    ids = discover(project, urls(2))
     pages_claim_for_fetch(ids)
     Page.objects.filter(id=ids[0]).update(attempts=settings.CRAWL_MAX_ATTEMPTS)
     Page.objects.filter(id__in=ids).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
@@ -109,8 +112,12 @@ def test_it_requeues_expired_leases_and_fails_pages_that_keep_killing_workers(pr
     assert Page.objects.get(id=ids[1]).state == "queued"
 
 
-def test_it_republishes_queued_work_that_no_message_carries(project, broker):
-    ids = pages_discover(project=project, urls=urls(4), depth=1)
+@pytest.mark.django_db(transaction=True)
+def test_it_republishes_queued_work_that_no_message_carries(broker):
+    project = project_get_or_create(name="lost", allow_private=True)
+    seeds_add(project=project, urls=["http://site.test/"])
+    ids = discover(project, urls(4))
+    redis.Redis.from_url(broker).flushdb()
     Page.objects.filter(project=project).update(enqueued_at=timezone.now() - timedelta(hours=1))
     report = reap(project_id=project.id)
     published = _published_ids(broker, "fetch")
@@ -133,16 +140,16 @@ def test_it_marks_a_page_done_only_when_its_media_is_no_longer_pending(project):
     Page.objects.filter(id=page.id).update(state="extracted")
     asset = MediaAsset.objects.create(project=project, url="http://site.test/a.jpg", url_key="k" * 64)
     PageAsset.objects.create(page=page, asset=asset)
-    assert pages_complete(asset_ids=[asset.id]) == 0
+    assert pages_waiting_complete(asset_ids=[asset.id]) == 0
     MediaAsset.objects.filter(id=asset.id).update(state="done")
-    assert pages_complete(asset_ids=[asset.id]) == 1
+    assert pages_waiting_complete(asset_ids=[asset.id]) == 1
     assert Page.objects.get(id=page.id).state == "done"
 
 
 def test_it_gives_each_host_its_own_page_budget(project):
     project.max_pages_per_host = 3
     project.save()
-    pages_discover(project=project, urls=urls(10) + urls(10, host="sub.site.test"), depth=1)
+    discover(project, urls(10) + urls(10, host="sub.site.test"))
     per_host = dict(Page.objects.filter(project=project).values_list("host").annotate(n=Count("id")))
     assert per_host == {"site.test": 3, "sub.site.test": 3}
 

@@ -2,7 +2,7 @@
 
 import time
 
-from crawl.services.known_urls import KnownKeys
+from crawl.frontier.known_urls import KnownKeys
 from crawl.urls import url_key
 
 

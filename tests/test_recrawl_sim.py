@@ -6,9 +6,8 @@ from collections import Counter
 
 import pytest
 
-from crawl import pipeline
+from crawl.frontier.schedule import pages_dispatch
 from crawl.models import Page, PageVersion
-from crawl.services.freshness import pages_dispatch
 from crawl.services.projects import project_get_or_create
 from tests.conftest import run_manage
 from tests.ledger import path_of
@@ -53,7 +52,7 @@ def test_a_changed_hub_is_seen_quickly_and_quiet_pages_are_fetched_less(workers,
                 site.files["/"] = hub("Headline B", [*quiet, "/new.html"])
                 site.files["/new.html"] = (200, HTML, b"<html><body><p>Brand new.</p></body></html>")
                 changed_at = time.time()
-            pipeline.publish_fetch(pages_dispatch(project_id=project.id))  # beat's tick
+            pages_dispatch(project_id=project.id)  # beat's tick
             time.sleep(TICK)
         window = [(t, p) for t, p in server.log if t >= started]
 

@@ -10,12 +10,11 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from crawl import pipeline
 from crawl.exports import CONTENT_TYPES, export_response
+from crawl.frontier.discovery import forget_scope
 from crawl.models import Project, Seed
 from crawl.selectors import project_errors, project_progress
 from crawl.services import control
-from crawl.services.frontier import forget_scope, pages_recrawl
 from crawl.services.projects import project_get_or_create, seeds_add
 
 from . import serializers as s
@@ -81,7 +80,7 @@ class ProjectViewSet(viewsets.ModelViewSet):
     def recrawl(self, request: Request, slug: str) -> Response:
         """Queue the finished pages again (conditional GET makes unchanged ones cheap)."""
         project = self.get_object()
-        return self._result(project, queued=pages_recrawl(project=project))
+        return self._result(project, queued=control.pages_recrawl(project=project))
 
     @extend_schema(request=s.RetryFailedSerializer, responses=s.RequeuedResultSerializer, summary="Retry failed pages")
     @action(detail=True, methods=["post"], url_path="retry-failed")
@@ -146,6 +145,4 @@ class SeedViewSet(viewsets.ModelViewSet):
         forget_scope(seed.project_id)
         if not seed.active:
             return
-        new_ids = seeds_add(project=seed.project, urls=[seed.url], kind=seed.kind)
-        if seed.project.status == Project.Status.ACTIVE:
-            pipeline.on_commit(pipeline.publish_fetch, new_ids)
+        seeds_add(project=seed.project, urls=[seed.url], kind=seed.kind)  # published when the project is active

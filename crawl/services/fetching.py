@@ -10,13 +10,14 @@ from django.conf import settings
 from django.db import transaction
 from structlog.contextvars import bound_contextvars
 
-from crawl import pipeline
 from crawl.fetcher import FetchLimits, FetchRequest, FetchResponse, fetch_many, retry_after_seconds, runner
+from crawl.frontier.pages import pages_claim_for_fetch, pages_finish
+from crawl.frontier.stages import FETCH
+from crawl.frontier.verdicts import Fetched, Postpone
 from crawl.models import Page, PageContent, Project
 from crawl.urls import host_of, origin_of
 
-from .frontier import pages_claim_for_fetch, pages_finish_many
-from .outcomes import failure, outcome, postpone
+from .outcomes import failure, outcome
 from .politeness import host_back_off, hosts_plan, hosts_release
 from .projects import sitemaps_offer
 from .rendering import render_page
@@ -44,7 +45,7 @@ def allows_private(project: Project) -> bool:
 
 def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False) -> list[int]:
     """Fetch the claimable pages among page_ids (in headless Chromium when `render`); return the
-    ids now `fetched` (ready to extract)."""
+    ids now `fetched` (the frontier hands them to the extract stage)."""
     token, pages = pages_claim_for_fetch(page_ids)
     by_project = defaultdict(list)
     for page in pages:
@@ -74,16 +75,18 @@ def _fetch_project_pages(pages: list[Page], token, worker: str, render: bool) ->
     finally:
         hosts_release(token)
     backoffs = _record_backoffs(responses)
-    changes = {}
+    verdicts = []
     for page, (code, message) in refused:
-        changes[page.id] = failure(page, code, message) | {"fetched_by": worker}
+        verdicts.append((page, failure(code, message, {"fetched_by": worker})))
     for page, when in later:
-        changes[page.id] = postpone("host_busy", "waiting for the host's next politeness slot", when)
+        verdicts.append((page, Postpone("host_busy", "waiting for the host's next politeness slot", when)))
     for page, response in zip(now_pages, responses, strict=True):
-        changes[page.id] = outcome(page, response, backoffs.get(page.host)) | {"fetched_by": worker}
+        verdict = outcome(page, response, backoffs.get(page.host))
+        verdict.fields["fetched_by"] = worker
+        verdicts.append((page, verdict))
     with transaction.atomic():
-        written = pages_finish_many(token=token, from_state=Page.State.LEASED, changes=changes)
-        return _store_contents(now_pages, responses, changes, written)
+        written = pages_finish(token=token, stage=FETCH, verdicts=verdicts)
+        return _store_contents(now_pages, responses, dict(verdicts), written)
 
 
 def _render_all(requests: list[FetchRequest], private: bool, agent: str) -> list[FetchResponse]:
@@ -116,7 +119,7 @@ def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list, 
 def _offer_sitemaps(project: Project, policies: dict) -> None:
     urls = sorted({url for policy in policies.values() for url in policy.sitemaps()})
     if urls:
-        pipeline.publish_fetch(sitemaps_offer(project=project, urls=urls))
+        sitemaps_offer(project=project, urls=urls)
 
 
 def _schedule(project, pages, delays, refused, token) -> tuple[list[Page], list, list[FetchRequest], dict]:
@@ -171,14 +174,15 @@ def _record_backoffs(responses: list[FetchResponse]) -> dict:
     return until
 
 
-def _store_contents(pages, responses, changes: dict, written: set[int]) -> list[int]:
-    """Store the bodies of the pages now `fetched`; return their ids. A page whose lease was lost
-    (the reaper gave it to another worker) keeps that worker's result."""
+def _store_contents(pages, responses, verdicts: dict, written: set[int]) -> list[int]:
+    """Store the bodies of the pages now `fetched` (in the transaction that finishes their lease);
+    return their ids. A page whose lease was lost (the reaper gave it to another worker) keeps that
+    worker's result."""
     fetched, contents = [], []
-    for page in set(changes) - written:
+    for page in {p.id for p in verdicts} - written:
         log.warning("lease lost before writing page %s; result dropped", page, extra={"page_id": page})
     for page, response in zip(pages, responses, strict=True):
-        if page.id in written and changes[page.id]["state"] == Page.State.FETCHED:
+        if page.id in written and isinstance(verdicts[page], Fetched):
             fetched.append(page.id)
             contents.append(
                 PageContent(page_id=page.id, headers=response.headers, body=zlib.compress(response.body, 3))

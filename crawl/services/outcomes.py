@@ -1,32 +1,27 @@
-"""What one fetch result does to its page row: fetched, unchanged (304), retried later, or failed."""
+"""What one fetch result means for its page: fetched, unchanged (304, or the same bytes), retried
+later, postponed (the host asked us to wait), or failed. Verdicts only: the frontier writes them."""
 
 import hashlib
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
 from crawl.fetcher import FetchResponse, is_transient
+from crawl.frontier.verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict
 from crawl.models import Page, Project
 
-from .freshness import unchanged
+from .freshness import revisit
 
 RETRYABLE_EXTRA = ("robots_unavailable", "host_backoff")
 
 
-def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None = None) -> dict:
-    """The row changes for one response. backoff_until: the host asked us to wait (Retry-After)."""
+def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None = None) -> Verdict:
+    """The verdict on one response. backoff_until: the host asked us to wait (Retry-After)."""
     now = timezone.now()
-    base = {
-        "fetched_at": now,
-        "error_code": "",
-        "error_message": "",
-        "fetch_ms": int(response.elapsed * 1000),
-        "fetch_count": F("fetch_count") + 1,
-    }
+    base = {"fetched_at": now, "fetch_ms": int(response.elapsed * 1000), "fetch_count": F("fetch_count") + 1}
     if response.status_code == 304:  # unchanged: nothing new is stored, the page is revisited later
-        return base | unchanged(page.project, page) | {"not_modified_at": now}
+        return Done(base | {"not_modified_at": now}, revisit_seconds=revisit(page.project, page, changed=False))
     if response.status_code is not None:
         base |= {
             "status_code": response.status_code,
@@ -35,42 +30,29 @@ def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None 
         }
     code, message = error_of(response)
     if backoff_until is not None and (code in ("http_429", "http_503", "host_backoff")):
-        return base | postpone(code, message, backoff_until)
+        return Postpone(code, message, backoff_until, base)
     if code:
-        return base | failure(page, code, message)
+        return failure(code, message, base)
     body_sha256 = hashlib.sha256(response.body).hexdigest()
     if body_sha256 == page.content_sha256 and page.itag == rules_stamp(page.project) and page.fetch_count:
-        return base | unchanged(page.project, page)  # the same bytes, extracted with the same rules
-    return base | {
-        "state": Page.State.FETCHED,
-        "enqueued_at": now,
-        "content_length": len(response.body),
-        "content_sha256": body_sha256,
-        "etag": response.headers.get("etag", "")[:500],
-        "last_modified": response.headers.get("last-modified", "")[:100],
-    }
+        return Done(base, revisit_seconds=revisit(page.project, page, changed=False))  # same bytes, same rules
+    return Fetched(
+        base
+        | {
+            "content_length": len(response.body),
+            "content_sha256": body_sha256,
+            "etag": response.headers.get("etag", "")[:500],
+            "last_modified": response.headers.get("last-modified", "")[:100],
+        }
+    )
 
 
-def failure(page: Page, code: str, message: str) -> dict:
-    """Transient errors go back to the queue with backoff until attempts run out; others fail now."""
-    changes = {"error_code": code, "error_message": message[:2000]}
-    retryable = is_transient(code) or code in RETRYABLE_EXTRA
-    if retryable and page.attempts < settings.CRAWL_MAX_ATTEMPTS:
-        retry_at = timezone.now() + backoff(page.attempts)
-        return changes | {"state": Page.State.QUEUED, "enqueued_at": None, "next_fetch_at": retry_at}
-    return changes | {"state": Page.State.FAILED}
-
-
-def postpone(code: str, message: str, until: datetime) -> dict:
-    """Back to the queue until `until`, without spending an attempt (politeness, not failure)."""
-    return {
-        "state": Page.State.QUEUED,
-        "enqueued_at": None,
-        "next_fetch_at": until,
-        "attempts": F("attempts") - 1,
-        "error_code": code,
-        "error_message": message[:2000],
-    }
+def failure(code: str, message: str, fields: dict | None = None) -> Verdict:
+    """Transient errors are retried (the frontier's retry policy decides when, and when to stop);
+    others fail now."""
+    if is_transient(code) or code in RETRYABLE_EXTRA:
+        return Retry(code, message, fields or {})
+    return Fail(code, message, fields or {})
 
 
 def error_of(response: FetchResponse) -> tuple[str, str]:
@@ -82,10 +64,6 @@ def error_of(response: FetchResponse) -> tuple[str, str]:
     if 300 <= status < 400 and not response.location:
         return "bad_redirect", f"HTTP {status} without a Location header"
     return "", ""
-
-
-def backoff(attempts: int) -> timedelta:
-    return timedelta(seconds=min(3600, settings.CRAWL_RETRY_BASE_SECONDS * 2 ** max(0, attempts - 1)))
 
 
 def rules_stamp(project: Project) -> str:

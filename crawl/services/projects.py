@@ -6,11 +6,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.text import slugify
 
+from crawl.frontier.discovery import forget_scope, seeds_enqueue
 from crawl.models import Project, Seed
 from crawl.netguard import address_permitted
 from crawl.urls import InvalidURL, canonicalize, host_of
-
-from .frontier import forget_scope, seeds_enqueue
 
 
 def project_get_or_create(*, name: str, **settings_) -> Project:

@@ -46,10 +46,16 @@ def schedule_sync(project: Project) -> PeriodicTask | None:
     return task
 
 
+def tick_seconds(project: Project) -> int:
+    """How often an interval schedule ticks: every N minutes, or as often as the project's hubs are
+    revisited when that is sooner (a tick only queues pages whose own revisit time has come)."""
+    return max(1, min(project.recrawl_every_minutes * 60, project.hub_revisit_seconds))
+
+
 def _schedule_of(project: Project):
     if project.recrawl_every_minutes:
         interval, _ = IntervalSchedule.objects.get_or_create(
-            every=project.recrawl_every_minutes, period=IntervalSchedule.MINUTES
+            every=tick_seconds(project), period=IntervalSchedule.SECONDS
         )
         return interval
     crontab, _ = CrontabSchedule.objects.get_or_create(**crontab_fields(project.recrawl_crontab), timezone="UTC")

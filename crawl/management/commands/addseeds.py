@@ -4,10 +4,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from crawl import pipeline
 from crawl.management.commands._progress import tracked
 from crawl.management.commands._project import project_arg
-from crawl.models import Page, Project, Seed
+from crawl.models import Project, Seed
 from crawl.services.projects import seed_problem, seeds_add
 
 
@@ -38,9 +37,7 @@ class Command(BaseCommand):
         if not accepted:
             raise CommandError(f"all {len(urls)} seeds refused; nothing added")
         before = project.seeds.count()
-        new_ids = seeds_add(project=project, urls=accepted, kind=opts["kind"])
-        if project.status == Project.Status.ACTIVE:
-            pipeline.publish_fetch(new_ids, dict(Page.objects.filter(id__in=new_ids).values_list("id", "host")))
+        new_ids = seeds_add(project=project, urls=accepted, kind=opts["kind"])  # published when active
         added, refused = project.seeds.count() - before, len(urls) - len(accepted)
         self.stdout.write(f"{project.slug}: added {added} seeds ({len(new_ids)} new frontier rows), refused {refused}")
 

@@ -19,12 +19,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from crawl import pipeline
+from crawl.frontier.assets import assets_publish_owed
+from crawl.frontier.pages import pages_publish_owed
+from crawl.frontier.reaper import reap
 from crawl.models import Page
 from crawl.selectors import project_errors, project_progress, project_work_owed
-from crawl.services.frontier import pages_recrawl
+from crawl.services.control import pages_recrawl
 from crawl.services.projects import project_get_or_create, seed_problem, seeds_add
-from crawl.services.reaper import reap
 from crawl.workers import EmbeddedWorker
 
 POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
@@ -109,12 +110,11 @@ class Command(BaseCommand):
         new_ids = seeds_add(project=project, urls=opts["urls"])
         new_ids += seeds_add(project=project, urls=opts["sitemap"], kind="sitemap")
         new_ids += seeds_add(project=project, urls=opts["feed"], kind="feed")
+        # Work left over from an interrupted run is published now, not after the republish timeout.
+        pages_publish_owed(Page.objects.filter(project=project).exclude(id__in=new_ids))
+        assets_publish_owed(project.assets.all())
         if opts["recrawl"]:
             pages_recrawl(project=project)
-        pipeline.publish_fetch(new_ids)
-        Page.objects.filter(project=project, state__in=["queued", "fetched"]).exclude(id__in=new_ids).update(
-            enqueued_at=None
-        )  # work left over from an interrupted run: republish it now, not after the timeout
         worker = self._start_worker(opts["workers"])
         try:
             try:

@@ -2,10 +2,9 @@
 
 from django.core.management.base import BaseCommand
 
-from crawl import pipeline
+from crawl.frontier.schedule import pages_dispatch
 from crawl.management.commands._project import project_arg
-from crawl.services.freshness import pages_dispatch
-from crawl.services.frontier import pages_recrawl
+from crawl.services.control import pages_recrawl
 
 
 class Command(BaseCommand):
@@ -24,8 +23,7 @@ class Command(BaseCommand):
         project = project_arg(opts["project"])
         if opts["all"]:
             count = pages_recrawl(project=project)
-            self.stdout.write(f"{project.slug}: {count} pages queued; the reaper hands them to the fetch workers")
+            self.stdout.write(f"{project.slug}: {count} pages queued for the fetch workers")
             return
         queued = pages_dispatch(project_id=project.id)
-        pipeline.publish_fetch(queued)
         self.stdout.write(f"{project.slug}: {len(queued)} due pages queued")

@@ -5,10 +5,10 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from crawl.frontier.reaper import reap
 from crawl.management.commands._progress import progress
 from crawl.management.commands._project import project_arg
 from crawl.models import Page, Project
-from crawl.services.reaper import reap
 from crawl.workers import EmbeddedWorker
 from scrape.services import pages_reextract
 

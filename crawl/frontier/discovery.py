@@ -1,0 +1,197 @@
+"""New rows: discovered links and seeds join the frontier once (the unique index decides) and are
+published to the fetch stage after the commit, highest priority first."""
+
+import time
+from collections import defaultdict
+
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from crawl.db import chunked, insert_new, insert_new_ids
+from crawl.models import Page, Project
+from crawl.urls import InvalidURL, Scope, canonicalize, host_of, parse_lines, url_key
+
+from . import stages
+from .known_urls import known_keys
+from .verdicts import Link
+
+_SCOPE_CACHE: dict[int, tuple[float, Scope]] = {}
+SCOPE_CACHE_SECONDS = 30
+EXISTING_CHUNK = 500
+
+
+def project_scope(project: Project) -> Scope:
+    """The project's scope; domains default to the hosts of its seeds (cached briefly per process)."""
+    cached = _SCOPE_CACHE.get(project.id)
+    if cached and time.monotonic() - cached[0] < SCOPE_CACHE_SECONDS:
+        return cached[1]
+    domains = parse_lines(project.allowed_domains) or sorted(
+        {host_of(u) for u in project.seeds.values_list("url", flat=True)} - {""}
+    )
+    scope = Scope.build(
+        domains=domains,
+        max_depth=project.max_depth,
+        allow=parse_lines(project.allow_patterns),
+        deny=parse_lines(project.deny_patterns),
+    )
+    _SCOPE_CACHE[project.id] = (time.monotonic(), scope)
+    return scope
+
+
+def forget_scope(project_id: int) -> None:
+    _SCOPE_CACHE.pop(project_id, None)
+
+
+def pages_discover(*, project: Project, links: list[Link]) -> list[int]:
+    """Insert the in-scope links not yet known to the project and publish them after the commit;
+    returns the ids of the new rows only.
+
+    Rows are inserted in url_key order, so concurrent inserters take the unique index's locks in
+    the same order and cannot deadlock. Of one URL linked several times, the least depth and the
+    highest priority win.
+    """
+    scope = project_scope(project)
+    wanted: dict[str, tuple[str, Link]] = {}  # url_key -> (canonical, the link that wins)
+    packed: dict[str, int] = {}  # url_key -> its KnownKeys entry
+    raws: dict[str, set[int]] = defaultdict(set)  # url_key -> the entries of the links that led to it
+    memo: dict[str, tuple] = {}  # the batch's pages repeat the same links
+    for link in links:
+        if link.url not in memo:
+            memo[link.url] = _link_of(project.id, link.url)
+        raw_packed, canonical, key = memo[link.url]
+        if canonical is None or scope.rejects(canonical, link.depth):
+            continue  # known, invalid or out of scope
+        raws[key].add(raw_packed)
+        if key not in packed:
+            packed[key] = known_keys.pack(project.id, key)
+        if packed[key] in known_keys:
+            continue
+        if key not in wanted or _better(link, wanted[key][1]):
+            wanted[key] = (canonical, link)
+    existing = _existing_keys(project, sorted(wanted))
+    new_keys = [k for k in sorted(wanted) if k not in existing]
+    kept = _within_budget(project, [_new_page(project, wanted[k][0], k, wanted[k][1]) for k in new_keys])
+    insert_new_ids(Page, kept, conflict_fields=("project", "url_key"))
+    in_frontier = [k for k in packed if k not in wanted or k in existing] + [row.url_key for row in kept]
+    learned = [packed[k] for k in in_frontier] + [r for k in in_frontier for r in raws[k]]
+    transaction.on_commit(lambda: known_keys.add_all(learned))
+    return _publish_new(project, [row for row in kept if row.id is not None])
+
+
+def _better(link: Link, other: Link) -> bool:
+    return (link.depth, -link.priority) < (other.depth, -other.priority)
+
+
+def _publish_new(project: Project, rows: list[Page]) -> list[int]:
+    """Publish new rows after the commit, highest priority first (a paused project's wait for
+    its resume); returns their ids."""
+    rows = sorted(rows, key=lambda r: (-r.priority, r.id))
+    ids = [r.id for r in rows]
+    if project.status != Project.Status.ACTIVE:
+        return ids
+    rendered = set(ids) if project.render_js else set()
+    stages.after_commit(stages.publish_fetch, ids, {r.id: r.host for r in rows}, rendered)
+    return ids
+
+
+def _existing_keys(project: Project, keys: list[str]) -> set[str]:
+    """The keys the project's frontier already has, by the unique index: a link this process has
+    not seen lately costs a lookup, not a row built, sent and refused (the insert still guards races)."""
+    found: set[str] = set()
+    for chunk in chunked(keys, EXISTING_CHUNK):
+        found.update(Page.objects.filter(project=project, url_key__in=chunk).values_list("url_key", flat=True))
+    return found
+
+
+def _link_of(project_id: int, raw: str) -> tuple[int, str | None, str | None]:
+    """A link's KnownKeys entry, canonical URL and url_key; no canonical form when this process
+    knows the link already (nothing more to do) or it is not a crawlable URL."""
+    raw_packed = known_keys.pack_raw(project_id, raw)
+    if raw_packed in known_keys:
+        return raw_packed, None, None
+    try:
+        canonical = canonicalize(raw)
+    except InvalidURL:
+        return raw_packed, None, None
+    return raw_packed, canonical, url_key(canonical)
+
+
+def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -> Page:
+    now = timezone.now()
+    fields = {"next_fetch_at": now, "enqueued_at": now} | extra
+    return Page(
+        project=project,
+        url=canonical,
+        url_key=key,
+        host=host_of(canonical),
+        depth=link.depth,
+        discovered_from_id=link.parent_id,
+        redirect_hops=link.redirect_hops,
+        kind=link.kind,
+        priority=link.priority,
+        **fields,
+    )
+
+
+def _within_budget(project: Project, rows: list[Page]) -> list[Page]:
+    """Trim to the project's page budget and each host's (a calendar or session-id trap stops there)."""
+    if project.max_pages_per_host is not None and rows:
+        rows = _within_host_budgets(project, rows)
+    if project.max_pages is None:
+        return rows
+    room = project.max_pages - Page.objects.filter(project=project).count()
+    return rows[: max(0, room)]
+
+
+def _within_host_budgets(project: Project, rows: list[Page]) -> list[Page]:
+    hosts = {r.host for r in rows}
+    counts = Page.objects.filter(project=project, host__in=hosts).values_list("host").annotate(n=Count("id"))
+    room = {h: project.max_pages_per_host for h in hosts} | {h: project.max_pages_per_host - n for h, n in counts}
+    kept = []
+    for row in rows:
+        if room[row.host] > 0:
+            room[row.host] -= 1
+            kept.append(row)
+    return kept
+
+
+def seeds_enqueue(project: Project) -> list[int]:
+    """Put the project's active seeds in the frontier (published after the commit). A seed that is
+    not a crawlable URL gets a failed row with the reason, so the user sees it instead of losing it."""
+    new_rows: list[Page] = []
+    bad = []
+    for seed in project.seeds.filter(active=True):
+        try:
+            canonical = canonicalize(seed.url)
+        except InvalidURL as exc:
+            bad.append(_failed_seed(project, seed.url, exc))
+            continue
+        link = Link(url=canonical, depth=0, kind=seed.kind, priority=seed.priority)
+        page = _new_page(project, canonical, url_key(canonical), link, is_seed=True, request=_request_of(seed))
+        insert_new_ids(Page, [page], conflict_fields=("project", "url_key"))
+        new_rows += [page] if page.id is not None else []
+    insert_new(Page, bad, conflict_fields=("project", "url_key"))
+    return _publish_new(project, new_rows)
+
+
+def _request_of(seed) -> dict:
+    """A seed's own method, body and headers (POST API endpoints), stored on its page row."""
+    if seed.method.upper() == "GET" and not seed.body and not seed.headers:
+        return {}
+    return {"method": seed.method.upper(), "body": seed.body, "headers": seed.headers}
+
+
+def _failed_seed(project: Project, raw_url: str, exc: InvalidURL) -> Page:
+    link = Link(url=raw_url, depth=0)
+    return _new_page(
+        project,
+        raw_url,
+        url_key(raw_url),
+        link,
+        is_seed=True,
+        state=Page.State.FAILED,
+        error_code=exc.code,
+        error_message=str(exc),
+        enqueued_at=None,
+    )

@@ -1,0 +1,102 @@
+"""The lease, one primitive for pages and assets: claim rows with a compare-and-set UPDATE stamped
+with a fresh token, and finish them only while that token still holds them (a zombie worker's
+late write fails). Never held across a transaction: a lease is a column, not a lock."""
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connections
+from django.db.models import F, Q
+from django.db.models.sql import Query
+from django.utils import timezone
+
+FINISH_CHUNK = 100
+
+
+def lease_until():
+    return timezone.now() + timedelta(seconds=settings.CRAWL_LEASE_SECONDS)
+
+
+def not_leased(now) -> Q:
+    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+
+
+def lease_expired(now) -> Q:
+    """A lease its worker did not finish in time (died, or hung past the hard time limit)."""
+    return Q(lease_expires_at__isnull=False, lease_expires_at__lt=now)
+
+
+def lease_claim(model, ids: list[int], *, claimable: Q, **columns) -> tuple[uuid.UUID, list]:
+    """Lease the claimable rows among ids: one conditional UPDATE, so two workers given the same
+    ids never both win a row. Each claim spends an attempt (the attempt cap counts claims, lease
+    expiries included). Returns the token and the rows it now holds, with their project."""
+    token = uuid.uuid4()
+    model.objects.filter(claimable, id__in=ids).update(
+        lease_token=token, lease_expires_at=lease_until(), attempts=F("attempts") + 1, **columns
+    )
+    return token, list(model.objects.filter(id__in=ids, lease_token=token).select_related("project"))
+
+
+def lease_finish(model, *, token: uuid.UUID, from_state: str, changes: dict[int, dict]) -> set[int]:
+    """Write each row's columns only if `token` still holds it in `from_state`: one compare-and-set
+    UPDATE per chunk, each row with its own values; returns the ids written."""
+    written = set()
+    ids = sorted(changes)
+    for start in range(0, len(ids), FINISH_CHUNK):
+        chunk = ids[start : start + FINISH_CHUNK]
+        written |= _finish_chunk(model, token, from_state, {i: changes[i] for i in chunk})
+    return written
+
+
+def _finish_chunk(model, token, from_state: str, changes: dict[int, dict]) -> set[int]:
+    """UPDATE ... WHERE id IN (...) AND lease_token = token AND state = from_state RETURNING id, as
+    SQL: Django's Case/When expressions cost more CPU than the write itself."""
+    connection = connections[model.objects.db]
+    now = timezone.now()
+    released = {"lease_token": None, "lease_expires_at": None}
+    rows = {pid: released | c | {"updated_at": now} for pid, c in changes.items()}
+    writer = _ColumnWriter(model, connection, rows)
+    assignments = [writer.assignment(name) for name in sorted({n for row in rows.values() for n in row})]
+    qn, ids = connection.ops.quote_name, list(rows)
+    sql = (
+        f"UPDATE {qn(model._meta.db_table)} SET {', '.join(assignments)} "
+        f"WHERE {qn('id')} IN ({', '.join(['%s'] * len(ids))}) AND {qn('lease_token')} = %s AND {qn('state')} = %s "
+        f"RETURNING {qn('id')}"
+    )
+    token_value = model._meta.get_field("lease_token").get_db_prep_value(token, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*writer.params, *ids, token_value, from_state])
+        return {row[0] for row in cursor.fetchall()}
+
+
+class _ColumnWriter:
+    """SET clauses for per-row values: one value when every row agrees, else a CASE on the id
+    (rows without the column keep what they have). Expressions such as F("attempts") - 1 are
+    compiled by Django once each."""
+
+    def __init__(self, model, connection, rows: dict[int, dict]):
+        self.model, self.connection, self.rows, self.params = model, connection, rows, []
+        self.compiler = Query(model).get_compiler(connection=connection)
+        self.casts = connection.vendor == "postgresql"  # a typed literal in every CASE branch
+
+    def assignment(self, name: str) -> str:
+        field = self.model._meta.get_field(name)
+        column = self.connection.ops.quote_name(field.column)
+        present = [(pid, row[name]) for pid, row in self.rows.items() if name in row]
+        first = present[0][1]
+        if len(present) == len(self.rows) and all(type(v) is type(first) and v == first for _, v in present):
+            return f"{column} = {self.value(field, first)}"
+        branches = []
+        for pid, value in present:
+            self.params.append(pid)
+            branches.append(f"WHEN %s THEN {self.value(field, value)}")
+        return f"{column} = CASE {self.connection.ops.quote_name('id')} {' '.join(branches)} ELSE {column} END"
+
+    def value(self, field, value) -> str:
+        if hasattr(value, "resolve_expression"):
+            sql, params = self.compiler.compile(value.resolve_expression(self.compiler.query, for_save=True))
+            self.params.extend(params)
+            return sql
+        self.params.append(field.get_db_prep_save(value, self.connection))
+        return f"%s::{field.cast_db_type(self.connection)}" if self.casts else "%s"

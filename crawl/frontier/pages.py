@@ -1,0 +1,163 @@
+"""Transitions of page rows: claim for a stage, finish by verdict, requeue, complete, reschedule.
+
+    queued -> leased (fetch) -> fetched -> (extract lease) -> extracted (media pending) -> done
+                                                            `-> done
+    any stage -> failed (a final error, or the attempt cap); done -> queued (recrawl due, operator)
+
+Every write here is a compare-and-set (on the lease token, or on the state it leaves) and every
+message is published after the commit it depends on.
+"""
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from crawl.models import Page, Project
+
+from . import stages
+from .leases import lease_claim, lease_finish, not_leased
+from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, retry_at
+from .wakeups import wakeup_at, wakeups_group
+
+QUEUED, LEASED, FETCHED = Page.State.QUEUED, Page.State.LEASED, Page.State.FETCHED
+EXTRACTED, DONE, FAILED = Page.State.EXTRACTED, Page.State.DONE, Page.State.FAILED
+CHUNK = 500
+BY_PRIORITY = ("-priority", "id")
+
+
+def _active_project_ids() -> list[int]:
+    return list(Project.objects.filter(status=Project.Status.ACTIVE).values_list("id", flat=True))
+
+
+def pages_claim_for_fetch(page_ids: list[int]) -> tuple[uuid.UUID, list[Page]]:
+    """Lease the due queued pages among page_ids (of active projects), and those whose lease
+    expired with attempts left; highest priority first."""
+    now = timezone.now()
+    expired = Q(state=LEASED, lease_expires_at__lt=now, attempts__lt=settings.CRAWL_MAX_ATTEMPTS)
+    claimable = (Q(state=QUEUED) | expired) & Q(next_fetch_at__lte=now, project_id__in=_active_project_ids())
+    token, pages = lease_claim(Page, page_ids, claimable=claimable, state=LEASED)
+    return token, sorted(pages, key=lambda p: (-p.priority, p.id))
+
+
+def pages_claim_for_extract(page_ids: list[int]) -> tuple[uuid.UUID, list[Page]]:
+    """Lease fetched pages for extraction (the state stays `fetched`); attempts count from the fetch."""
+    now = timezone.now()
+    claimable = Q(state=FETCHED, attempts__lt=settings.CRAWL_MAX_ATTEMPTS) & not_leased(now)
+    return lease_claim(Page, page_ids, claimable=claimable)
+
+
+def pages_finish(*, token: uuid.UUID, stage: str, verdicts: list[tuple[Page, Verdict]]) -> set[int]:
+    """Write each page's verdict while `token` still holds its lease in `stage`, and publish what
+    is owed next after the commit (extraction of fetched pages, wake-ups of waiting ones). Returns
+    the ids written; the others' lease was lost (the reaper gave them to another worker)."""
+    from_state = LEASED if stage == stages.FETCH else FETCHED
+    now = timezone.now()
+    changes = {page.id: _columns(page, verdict, now) for page, verdict in verdicts}
+    written = lease_finish(Page, token=token, from_state=from_state, changes=changes)
+    mine = [(p, changes[p.id]) for p, _ in verdicts if p.id in written]
+    stages.after_commit(stages.publish_extract, [p.id for p, c in mine if c.get("state") == FETCHED])
+    _publish_wakeups([(p, c) for p, c in mine if c.get("state") == QUEUED and c.get("enqueued_at")], now)
+    return written
+
+
+def _columns(page: Page, verdict: Verdict, now) -> dict:
+    """The row's columns for a verdict: the stage's own fields, then the frontier's."""
+    cleared = {"error_code": "", "error_message": ""}
+    if isinstance(verdict, Fetched):
+        return verdict.fields | cleared | {"state": FETCHED, "attempts": 0, "enqueued_at": now}
+    if isinstance(verdict, Done):
+        columns = verdict.fields | cleared | {"state": EXTRACTED if verdict.awaiting_assets else DONE}
+        if verdict.revisit_seconds is not None:
+            due = now + timedelta(seconds=verdict.revisit_seconds)
+            columns |= {"revisit_seconds": verdict.revisit_seconds, "next_fetch_at": due}
+        return columns
+    error = {"error_code": verdict.code[:40], "error_message": verdict.message[:2000]}
+    if isinstance(verdict, Postpone):
+        wait = {"next_fetch_at": verdict.until, "enqueued_at": wakeup_at(verdict.until, now)}
+        return verdict.fields | error | wait | {"state": QUEUED, "attempts": F("attempts") - 1}
+    if isinstance(verdict, Retry):
+        due = retry_at(page.attempts, now)
+        if due is not None:
+            return verdict.fields | error | {"state": QUEUED, "next_fetch_at": due, "enqueued_at": wakeup_at(due, now)}
+    if isinstance(verdict, Retry | Fail):
+        return verdict.fields | error | {"state": FAILED}
+    raise TypeError(f"not a page verdict: {verdict!r}")
+
+
+def _publish_wakeups(rows: list[tuple[Page, dict]], now) -> None:
+    hosts = {p.id: p.host for p, _ in rows}
+    rendered = {p.id for p, _ in rows if p.project.render_js}
+    for countdown, ids in wakeups_group([(p.id, c["next_fetch_at"]) for p, c in rows], now).items():
+        stages.after_commit(stages.publish_fetch, ids, hosts, rendered, countdown=countdown)
+
+
+def pages_requeue(pages, *, from_states: tuple[str, ...], clear_error: bool = True) -> list[int]:
+    """Queue the pages of the queryset that are in from_states, due now, with fresh attempts, and
+    publish them after the commit, highest priority first. Returns exactly the ids this call
+    queued: each chunk is stamped with its own token (two dispatchers at once never queue a page
+    twice; a claim overwrites the stamp)."""
+    queued = []
+    ids = list(pages.filter(state__in=from_states).order_by(*BY_PRIORITY).values_list("id", flat=True))
+    for start in range(0, len(ids), CHUNK):
+        token, now = uuid.uuid4(), timezone.now()
+        extra = {"error_code": "", "error_message": ""} if clear_error else {}
+        Page.objects.filter(id__in=ids[start : start + CHUNK], state__in=from_states).update(
+            state=QUEUED,
+            attempts=0,
+            next_fetch_at=now,
+            enqueued_at=now,
+            lease_token=token,
+            lease_expires_at=None,
+            **extra,
+        )
+        rows = list(
+            Page.objects.filter(lease_token=token, state=QUEUED).order_by(*BY_PRIORITY).values_list("id", "host")
+        )
+        stages.after_commit(stages.publish_fetch, [r[0] for r in rows], dict(rows))
+        queued += [r[0] for r in rows]
+    return queued
+
+
+def pages_publish_owed(pages) -> int:
+    """Publish every page of the queryset that is owed to the fetch or extract stage and not held
+    by a live lease (start, resume, a crawl command picking up an interrupted run). Returns pages
+    published."""
+    now = timezone.now()
+    owed = pages.filter(Q(state=QUEUED, next_fetch_at__lte=now) | (Q(state=FETCHED) & not_leased(now)))
+    rows = list(owed.order_by(*BY_PRIORITY).values_list("id", "host", "state"))
+    for start in range(0, len(rows), CHUNK):
+        chunk = rows[start : start + CHUNK]
+        Page.objects.filter(id__in=[r[0] for r in chunk], state__in=(QUEUED, FETCHED)).update(enqueued_at=now)
+        fetch = [r for r in chunk if r[2] == QUEUED]
+        stages.after_commit(stages.publish_fetch, [r[0] for r in fetch], {r[0]: r[1] for r in fetch})
+        stages.after_commit(stages.publish_extract, [r[0] for r in chunk if r[2] == FETCHED])
+    return len(rows)
+
+
+def pages_extract_again(pages) -> int:
+    """Hand finished pages with a stored response back to the extract stage (rules changed): no
+    refetch. Returns pages handed back."""
+    now = timezone.now()
+    stored = pages.filter(state__in=(DONE, FAILED), content__isnull=False)
+    ids = list(stored.values_list("id", flat=True))
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start : start + CHUNK]
+        Page.objects.filter(id__in=chunk, state__in=(DONE, FAILED)).update(
+            state=FETCHED,
+            attempts=0,
+            lease_token=None,
+            lease_expires_at=None,
+            enqueued_at=now,
+            error_code="",
+            error_message="",
+        )
+        stages.after_commit(stages.publish_extract, chunk)
+    return len(ids)
+
+
+def pages_complete(pages) -> int:
+    """Pages of the queryset that waited for their media (`extracted`) and have none pending are done."""
+    return pages.filter(state=EXTRACTED).update(state=DONE, updated_at=timezone.now())

@@ -1,0 +1,124 @@
+"""The sweeper: recovers lost work only. Expired leases go back to their stage (or fail once their
+attempts are spent), and owed work that no message carries is published again.
+
+Celery on Redis can lose a message (a killed worker's prefetch, a restarted broker) and a worker
+can die between commit and publish. The rows say what is owed, so this re-derives the messages
+from the database. Work that merely waits is not its business (wakeups.py), except waits longer
+than a wake-up message may be delayed. Every query here is served by an index on (state, ...).
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from crawl.models import Page
+from media.downloading import clean_stale_temp
+
+from . import stages
+from .assets import _assets, pages_waiting_complete
+from .leases import lease_expired
+
+REPUBLISH_LIMIT = 5000
+SUSPECT_BATCH = 1  # rows whose worker died holding them are retried one per message: a poison row fails alone
+
+
+@dataclass
+class ReapReport:
+    leases_expired: int = 0
+    leases_failed: int = 0
+    fetch_republished: int = 0
+    extract_republished: int = 0
+    download_republished: int = 0
+    pages_completed: int = 0
+    temp_files_removed: int = 0
+
+
+def reap(*, project_id: int | None = None) -> ReapReport:
+    """One sweep; safe to run from any number of places at once."""
+    report = ReapReport()
+    scope = {} if project_id is None else {"project_id": project_id}
+    pages, assets = Page.objects.filter(**scope), _assets().objects.filter(**scope)
+    for counts in (_expire_fetch_leases(pages), _expire_extract_leases(pages), _expire_asset_leases(assets)):
+        report.leases_failed += counts[0]
+        report.leases_expired += counts[1]
+    report.fetch_republished = _republish_fetch(pages)
+    unleased = pages.filter(state=Page.State.FETCHED, lease_expires_at__isnull=True)
+    report.extract_republished = _republish(unleased, stages.publish_extract)
+    report.download_republished = _republish(assets.filter(state="queued"), stages.publish_download)
+    report.pages_completed = pages_waiting_complete(project_id=project_id)
+    report.temp_files_removed = clean_stale_temp(older_than=settings.CRAWL_LEASE_SECONDS)
+    return report
+
+
+def _expire(qs, *, fail_columns: dict, back_columns: dict, publish) -> tuple[int, int]:
+    """Expired leases of qs: failed when their attempts are spent, else handed back, each alone."""
+    now = timezone.now()
+    expired = qs.filter(lease_expired(now))
+    message = "the worker holding it stopped before finishing it, too many times (killed, or over its time limit)"
+    failed = expired.filter(attempts__gte=settings.CRAWL_MAX_ATTEMPTS).update(
+        lease_token=None, lease_expires_at=None, error_code="lease_expired", error_message=message, **fail_columns
+    )
+    ids = list(expired.values_list("id", flat=True)[:REPUBLISH_LIMIT])
+    back = qs.filter(lease_expired(now), id__in=ids).update(
+        lease_token=None, lease_expires_at=None, enqueued_at=now, **back_columns
+    )
+    stages.after_commit(publish, ids, batch=SUSPECT_BATCH)
+    return failed, back
+
+
+def _expire_fetch_leases(pages) -> tuple[int, int]:
+    return _expire(
+        pages.filter(state=Page.State.LEASED),
+        fail_columns={"state": Page.State.FAILED},
+        back_columns={"state": Page.State.QUEUED},
+        publish=lambda ids, batch: stages.publish_fetch(ids, batch=batch),
+    )
+
+
+def _expire_extract_leases(pages) -> tuple[int, int]:
+    return _expire(
+        pages.filter(state=Page.State.FETCHED),
+        fail_columns={"state": Page.State.FAILED},
+        back_columns={},
+        publish=stages.publish_extract,
+    )
+
+
+def _expire_asset_leases(assets) -> tuple[int, int]:
+    return _expire(
+        assets.filter(state="leased"),
+        fail_columns={"state": "failed"},
+        back_columns={"state": "queued"},
+        publish=stages.publish_download,
+    )
+
+
+def _lost(qs, now):
+    """Rows no message carries: none was published (a long wait now due), or the last one is
+    older than CRAWL_REPUBLISH_SECONDS past its due time (lost with a worker or the broker)."""
+    stale = now - timedelta(seconds=settings.CRAWL_REPUBLISH_SECONDS)
+    return qs.filter(Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=stale))
+
+
+def _republish_fetch(pages) -> int:
+    now = timezone.now()
+    lost = _lost(pages.filter(state=Page.State.QUEUED), now).filter(next_fetch_at__lte=now)
+    rows = list(lost.order_by("-priority", "id").values_list("id", "host")[:REPUBLISH_LIMIT])
+    ids = [r[0] for r in rows]
+    Page.objects.filter(id__in=ids).update(enqueued_at=now)
+    stages.after_commit(stages.publish_fetch, ids, dict(rows))
+    return len(ids)
+
+
+def _republish(qs, publish) -> int:
+    now = timezone.now()
+    lost = _lost(qs, now)
+    if hasattr(qs.model, "next_fetch_at"):
+        lost = lost.filter(next_fetch_at__lte=now)
+    ids = list(lost.order_by("id").values_list("id", flat=True)[:REPUBLISH_LIMIT])
+    qs.model.objects.filter(id__in=ids).update(enqueued_at=now)
+    stages.after_commit(publish, ids)
+    return len(ids)

@@ -1,0 +1,53 @@
+"""Recrawl scheduling in the rows: the dispatcher queues done pages whose revisit is due, and a
+change of a project's revisit settings reschedules the pages already waiting for theirs."""
+
+from datetime import timedelta
+
+from django.db.models import Case, F, IntegerField, Q, Value, When
+from django.db.models.functions import Greatest, Least
+from django.utils import timezone
+
+from crawl.models import Page, Project
+
+from .pages import pages_requeue
+
+HUB_KINDS = ("sitemap", "feed")
+DISPATCH_LIMIT = 5000
+
+
+def hub_filter() -> Q:
+    """Start pages, sitemaps and feeds: where new pages appear, so they are revisited most often."""
+    return Q(is_seed=True) | Q(kind__in=HUB_KINDS)
+
+
+def pages_dispatch(*, project_id: int | None = None, limit: int = DISPATCH_LIMIT) -> list[int]:
+    """Queue the done pages whose revisit is due (highest priority, then hubs, first) and publish
+    them; returns exactly the ids this call queued, so two dispatchers at once (two beats by
+    mistake) never queue a page twice."""
+    now = timezone.now()
+    due = Page.objects.filter(state=Page.State.DONE, next_fetch_at__lte=now)
+    if project_id is not None:
+        due = due.filter(project_id=project_id, project__status=Project.Status.ACTIVE)
+    hubs_first = Case(When(hub_filter(), then=Value(0)), default=Value(1), output_field=IntegerField())
+    ids = list(due.order_by("-priority", hubs_first, "next_fetch_at").values_list("id", flat=True)[:limit])
+    return pages_requeue(Page.objects.filter(id__in=ids, next_fetch_at__lte=now), from_states=(Page.State.DONE,))
+
+
+def pages_reschedule(*, project: Project) -> int:
+    """Bring the done pages' next revisits within the project's current settings: hubs no later than
+    one hub interval after their last fetch, other pages' intervals clamped into [min, max].
+    Returns rows changed."""
+    done = Page.objects.filter(project=project, state=Page.State.DONE, fetched_at__isnull=False)
+    hub = timedelta(seconds=project.hub_revisit_seconds)
+    low, high = project.revisit_min_seconds, project.revisit_max_seconds
+    changed = done.filter(hub_filter(), next_fetch_at__gt=F("fetched_at") + hub).update(
+        next_fetch_at=F("fetched_at") + hub, revisit_seconds=project.hub_revisit_seconds
+    )
+    pages = done.exclude(hub_filter())
+    changed += pages.filter(revisit_seconds__gt=high).update(
+        revisit_seconds=high, next_fetch_at=Least(F("next_fetch_at"), F("fetched_at") + timedelta(seconds=high))
+    )
+    changed += pages.filter(revisit_seconds__lt=low).update(
+        revisit_seconds=low, next_fetch_at=Greatest(F("next_fetch_at"), F("fetched_at") + timedelta(seconds=low))
+    )
+    return changed
