@@ -1,8 +1,8 @@
 """The Celery workers of a distributed run, started by the bench in their own process groups.
 
 Layouts: "one" is a single worker on fetch,extract,download with -c CONCURRENCY (default 2, one pool
-process per core of the 2-core reference machine); "per-queue" is three workers, one per stage
-queue, each -c 1 (three pool processes: one more than the cores, as the stages are rarely all busy).
+process per core of the 2-core reference machine); "per-queue" is the README's distributed layout,
+one worker per stage queue: fetch -c 4, extract -c 2, download -c 2.
 """
 
 import contextlib
@@ -24,7 +24,7 @@ def layout_plan(layout: str, concurrency: int) -> list[tuple[str, str, int]]:
     if layout == "one":
         return [("all", "fetch,extract,download", concurrency)]
     if layout == "per-queue":
-        return [(q, q, 1) for q in ("fetch", "extract", "download")]
+        return [("fetch", "fetch", 4), ("extract", "extract", 2), ("download", "download", 2)]
     raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
 
 

@@ -143,13 +143,23 @@ def test_real_changes_make_versions_and_a_changed_timestamp_does_not(admin_clien
     assert len(changes) == 3
 
 
-def test_no_task_is_scheduled_with_a_countdown_or_eta():
-    """Backoff and revisit times live in the database; long Celery ETAs on Redis run twice."""
+def test_only_the_frontier_sets_countdowns_and_they_stay_short():
+    """Backoff and revisit times live in the database; the frontier's wake-up messages have short
+    countdowns (a long Celery ETA on Redis is delivered twice), and longer waits carry none."""
+    from crawl.frontier.wakeups import wakeup_at, wakeups_group
+
     code = [
         p for app in ("crawl", "scrape", "media", "crawlproject") for p in Path(settings.BASE_DIR, app).rglob("*.py")
     ]
-    offenders = [str(p) for p in code if re.search(r"\b(countdown|eta)\s*=", p.read_text())]
+    setting = [p for p in code if re.search(r"\b(countdown|eta)\s*=", p.read_text())]
+    offenders = [str(p) for p in setting if "frontier" not in p.parts]
     assert offenders == []
+    now, bound = timezone.now(), settings.CRAWL_WAKEUP_MAX_SECONDS
+    assert bound < settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 1800) / 2
+    assert wakeup_at(now + timedelta(seconds=bound), now) is not None
+    assert wakeup_at(now + timedelta(seconds=bound + 1), now) is None, "too long for a message: the reaper's"
+    groups = wakeups_group([(1, now + timedelta(seconds=2)), (2, now + timedelta(seconds=2.01)), (3, now)], now)
+    assert groups == {2.0: [1], 2.1: [2], 0.1: [3]}
 
 
 def test_a_shorter_hub_interval_reschedules_the_pages_already_waiting(project):
