@@ -94,16 +94,15 @@ def _publish_wakeups(rows: list[tuple[Page, dict]], now) -> None:
         stages.after_commit(stages.publish_fetch, ids, hosts, rendered, countdown=countdown)
 
 
-def pages_requeue(pages, *, from_states: tuple[str, ...], clear_error: bool = True) -> list[int]:
-    """Queue the pages of the queryset that are in from_states, due now, with fresh attempts, and
-    publish them after the commit, highest priority first. Returns exactly the ids this call
-    queued: each chunk is stamped with its own token (two dispatchers at once never queue a page
-    twice; a claim overwrites the stamp)."""
+def pages_requeue(pages, *, from_states: tuple[str, ...], order=BY_PRIORITY) -> list[int]:
+    """Queue the pages of the queryset that are in from_states, due now, with fresh attempts and no
+    error, and publish them after the commit in `order` (highest priority first). Returns exactly
+    the ids this call queued: each chunk is stamped with its own token (two dispatchers at once
+    never queue a page twice; a claim overwrites the stamp)."""
     queued = []
-    ids = list(pages.filter(state__in=from_states).order_by(*BY_PRIORITY).values_list("id", flat=True))
+    ids = list(pages.filter(state__in=from_states).order_by(*order).values_list("id", flat=True))
     for start in range(0, len(ids), CHUNK):
         token, now = uuid.uuid4(), timezone.now()
-        extra = {"error_code": "", "error_message": ""} if clear_error else {}
         Page.objects.filter(id__in=ids[start : start + CHUNK], state__in=from_states).update(
             state=QUEUED,
             attempts=0,
@@ -111,11 +110,10 @@ def pages_requeue(pages, *, from_states: tuple[str, ...], clear_error: bool = Tr
             enqueued_at=now,
             lease_token=token,
             lease_expires_at=None,
-            **extra,
+            error_code="",
+            error_message="",
         )
-        rows = list(
-            Page.objects.filter(lease_token=token, state=QUEUED).order_by(*BY_PRIORITY).values_list("id", "host")
-        )
+        rows = list(Page.objects.filter(lease_token=token, state=QUEUED).order_by(*order).values_list("id", "host"))
         stages.after_commit(stages.publish_fetch, [r[0] for r in rows], dict(rows))
         queued += [r[0] for r in rows]
     return queued

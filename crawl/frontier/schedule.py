@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from crawl.models import Page, Project
 
-from .pages import pages_requeue
+from .pages import DONE, pages_requeue
 
 HUB_KINDS = ("sitemap", "feed")
 DISPATCH_LIMIT = 5000
@@ -29,8 +29,9 @@ def pages_dispatch(*, project_id: int | None = None, limit: int = DISPATCH_LIMIT
     if project_id is not None:
         due = due.filter(project_id=project_id, project__status=Project.Status.ACTIVE)
     hubs_first = Case(When(hub_filter(), then=Value(0)), default=Value(1), output_field=IntegerField())
-    ids = list(due.order_by("-priority", hubs_first, "next_fetch_at").values_list("id", flat=True)[:limit])
-    return pages_requeue(Page.objects.filter(id__in=ids, next_fetch_at__lte=now), from_states=(Page.State.DONE,))
+    order = ("-priority", hubs_first, "next_fetch_at", "id")
+    ids = list(due.order_by(*order).values_list("id", flat=True)[:limit])
+    return pages_requeue(Page.objects.filter(id__in=ids, next_fetch_at__lte=now), from_states=(DONE,), order=order)
 
 
 def pages_reschedule(*, project: Project) -> int:
