@@ -20,6 +20,7 @@ LOG_FLUSH_WAIT_SECONDS = 1.5  # nginx flushes its buffered access log every seco
 NGINX_CONF = """\
 daemon off;
 worker_processes 2;
+worker_rlimit_nofile 65536;
 {user}pid "{scratch}/nginx.pid";
 error_log "{scratch}/error.log" warn;
 events {{
@@ -41,7 +42,7 @@ http {{
     tcp_nodelay on;
     keepalive_timeout 65s;
     keepalive_requests 1000000;
-    open_file_cache max=20000 inactive=120s;
+    open_file_cache max=10000 inactive=120s;
     open_file_cache_valid 120s;
     client_body_temp_path "{scratch}/client_body";
     proxy_temp_path "{scratch}/proxy";

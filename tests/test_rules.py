@@ -325,3 +325,11 @@ def test_it_extracts_every_item_of_a_large_listing():
     assert len(result.items) == 2000
     assert result.errors[1002] == ["missing required field price"]
     assert result.downloads == []
+
+
+def test_it_takes_a_priority_for_the_links_a_rule_set_follows():
+    assert compile_rules({"follow": ["/news/"], "priority": 5}).priority == 5
+    assert compile_rules({}).priority == 0
+    for bad in (1.5, "high", True, 5000):
+        with pytest.raises(RuleError, match="priority"):
+            compile_rules({"priority": bad})

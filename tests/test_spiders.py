@@ -262,3 +262,16 @@ def test_it_reads_title_price_and_image_of_a_product_page():
 def test_it_gives_a_product_page_without_a_price_a_none_price():
     page = html_response(f"{SHOP}/product/x", b"<html><body><h1>X</h1></body></html>")
     assert run_spider(ExampleShopSpider(), page).items == [{"kind": "product", "title": "X", "price": None}]
+
+
+def test_it_carries_a_follow_priority_for_the_frontier():
+    class Urgent(Spider):
+        name = "urgent"
+
+        def default(self, response):
+            yield Follow("/news", priority=10)
+            yield Follow("/archive")
+
+    result = run_spider(Urgent(), html_response(f"{SHOP}/"))
+    assert result.follow == [f"{SHOP}/news", f"{SHOP}/archive"]
+    assert result.priorities == {f"{SHOP}/news": 10}
