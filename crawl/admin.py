@@ -23,7 +23,7 @@ class SeedForm(forms.ModelForm):
 
     class Meta:
         model = Seed
-        fields = ("url", "kind", "active", "method", "body", "headers")
+        fields = ("url", "kind", "active", "priority", "method", "body", "headers")
 
     def __init__(self, *args, project: Project | None = None, **kwargs):
         super().__init__(*args, **kwargs)

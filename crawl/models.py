@@ -2,6 +2,7 @@
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from .querysets import PageQuerySet
@@ -203,10 +204,12 @@ class Page(models.Model):
         DONE = "done", "done"
         FAILED = "failed", "failed"
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="pages")
+    # Every index is written on each state change (PostgreSQL cannot update in place a row whose
+    # indexed columns change): only the indexes the frontier's queries need, partial where they can.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="pages", db_index=False)
     url = models.TextField(help_text="Canonical URL.")
     url_key = models.CharField(max_length=64, help_text="sha256 of the canonical URL.")
-    host = models.CharField(max_length=255, db_index=True)
+    host = models.CharField(max_length=255)
     depth = models.PositiveIntegerField(default=0)
     discovered_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     redirect_hops = models.PositiveSmallIntegerField(default=0, help_text="Redirects followed to reach this URL.")
@@ -231,9 +234,7 @@ class Page(models.Model):
     title = models.TextField(blank=True, default="")
     content_sha256 = models.CharField(max_length=64, blank=True, default="")
     content_length = models.PositiveIntegerField(null=True, blank=True)
-    text_hash = models.CharField(
-        max_length=64, blank=True, default="", db_index=True, help_text="sha256 of the normalised text."
-    )
+    text_hash = models.CharField(max_length=64, blank=True, default="", help_text="sha256 of the normalised text.")
     simhash = models.BigIntegerField(null=True, blank=True, help_text="64-bit near-duplicate signature (signed).")
     revisit_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Adaptive revisit interval: halved when the page changed, doubled when not."
@@ -266,8 +267,17 @@ class Page(models.Model):
         indexes = [
             models.Index(fields=["project", "state"], name="page_project_state"),
             models.Index(fields=["state", "next_fetch_at"], name="page_state_due"),
-            models.Index(fields=["state", "lease_expires_at"], name="page_state_lease"),
-            models.Index(fields=["state", "enqueued_at"], name="page_state_enqueued"),  # the reaper's lost work
+            models.Index(fields=["host"], name="page_host"),
+            models.Index(
+                fields=["state", "lease_expires_at"],
+                name="page_state_lease",
+                condition=Q(lease_expires_at__isnull=False),
+            ),
+            models.Index(  # the reaper's lost work
+                fields=["state", "enqueued_at"],
+                name="page_state_enqueued",
+                condition=Q(state__in=("queued", "fetched")),
+            ),
             models.Index(fields=["project", "fetched_at"], name="page_project_fetched"),  # dashboard windows
         ]
 

@@ -1,6 +1,7 @@
 """Media assets (one row per source URL of a project) and the page <-> asset links."""
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 
@@ -48,7 +49,7 @@ class MediaAsset(models.Model):
         indexes = [
             models.Index(fields=["project", "state"], name="asset_project_state"),
             models.Index(fields=["state", "lease_expires_at"], name="asset_state_lease"),
-            models.Index(fields=["state", "enqueued_at"], name="asset_state_enqueued"),
+            models.Index(fields=["state", "enqueued_at"], name="asset_state_enqueued", condition=Q(state="queued")),
         ]
 
     def __str__(self) -> str:

@@ -162,3 +162,22 @@ def test_it_refuses_seeds_with_a_clear_reason():
     assert "non-public address" in seed_problem("http://127.0.0.1:8000/", allow_private=False)
     assert "non-public address" in seed_problem("http://localhost/", allow_private=False)
     assert seed_problem("http://127.0.0.1:8000/", allow_private=True) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_reaper_keeps_the_frontier_statistics_fresh_as_it_grows():
+    """Stale statistics made the planner scan a whole project for a claim of 50 ids."""
+    from crawl.frontier.upkeep import tables_upkeep
+
+    project = project_get_or_create(name="grows", allow_private=True)
+    seeds_add(project=project, urls=["http://site.test/"])
+    discover(project, urls(3000))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")  # this backend's counts, visible now
+    done = tables_upkeep()
+    assert {"ANALYZE crawl_page", "VACUUM (ANALYZE) crawl_page"} & set(done), done
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'crawl_page'")
+        assert cursor.fetchone()[0] >= 3000, "the planner now knows the table's size"
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    assert not any("crawl_page" in done for done in tables_upkeep()), "nothing to do until a tenth changes"

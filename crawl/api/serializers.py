@@ -74,7 +74,7 @@ class SeedSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Seed
-        fields = ("id", "project", "url", "kind", "active", "method", "body", "headers", "created_at")
+        fields = ("id", "project", "url", "kind", "active", "priority", "method", "body", "headers", "created_at")
         validators = []  # uniqueness is checked in validate(), with a message that says what is wrong
 
     def validate(self, attrs: dict) -> dict:
@@ -111,6 +111,7 @@ class PageSerializer(serializers.ModelSerializer):
             "redirect_hops",
             "state",
             "attempts",
+            "priority",
             "next_fetch_at",
             "status_code",
             "content_type",

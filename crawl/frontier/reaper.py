@@ -7,7 +7,7 @@ from the database. Work that merely waits is not its business (wakeups.py), exce
 than a wake-up message may be delayed. Every query here is served by an index on (state, ...).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -20,6 +20,7 @@ from media.downloading import clean_stale_temp
 from . import stages
 from .assets import _assets, pages_waiting_complete
 from .leases import lease_expired
+from .upkeep import tables_upkeep
 
 REPUBLISH_LIMIT = 5000
 SUSPECT_BATCH = 1  # rows whose worker died holding them are retried one per message: a poison row fails alone
@@ -34,6 +35,7 @@ class ReapReport:
     download_republished: int = 0
     pages_completed: int = 0
     temp_files_removed: int = 0
+    upkeep: list[str] = field(default_factory=list)
 
 
 def reap(*, project_id: int | None = None) -> ReapReport:
@@ -50,6 +52,7 @@ def reap(*, project_id: int | None = None) -> ReapReport:
     report.download_republished = _republish(assets.filter(state="queued"), stages.publish_download)
     report.pages_completed = pages_waiting_complete(project_id=project_id)
     report.temp_files_removed = clean_stale_temp(older_than=settings.CRAWL_LEASE_SECONDS)
+    report.upkeep = tables_upkeep()
     return report
 
 
