@@ -138,6 +138,7 @@ def test_an_inline_seed_on_loopback_is_accepted_when_the_new_project_allows_priv
     data = add_form_data(admin_client.get(f"{PROJECTS}add/"))
     data |= {"name": "inline", "slug": "inline", "seeds-TOTAL_FORMS": 1, "seeds-0-url": "http://127.0.0.1:9/"}
     data |= {"seeds-0-kind": "page", "seeds-0-active": "on", "seeds-0-method": "GET", "seeds-0-headers": "{}"}
+    data |= {"seeds-0-priority": "0"}  # the form's initial value, as a browser sends it
     refused = admin_client.post(f"{PROJECTS}add/", data)
     assert refused.status_code == 200
     assert "blocked_address" in str(refused.context["inline_admin_formsets"][0].formset.errors)
