@@ -92,24 +92,28 @@ def test_it_rejects_the_late_write_of_a_worker_whose_lease_expired(project):
     ids = discover(project, urls(3))
     slow_token, _ = pages_claim_for_fetch(ids)
     Page.objects.filter(id__in=ids).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert pages_claim_for_fetch(ids)[1] == [], "an expired lease goes back through the reaper"
+    reap(project_id=project.id)
     fast_token, pages = pages_claim_for_fetch(ids)
     assert len(pages) == 3
     first = [p for p in pages if p.id == ids[0]]
     assert pages_finish(token=slow_token, stage=FETCH, verdicts=[(first[0], Fetched())]) == set()
-    assert Page.objects.get(id=ids[0]).attempts == 2, "two claims, two attempts"
+    assert Page.objects.get(id=ids[0]).attempts == 1, "the dead batch's attempt was given back"
     assert pages_finish(token=fast_token, stage=FETCH, verdicts=[(first[0], Fetched())]) == {ids[0]}
     assert Page.objects.get(id=ids[0]).state == "fetched"
 
 
-def test_it_requeues_expired_leases_and_fails_pages_that_keep_killing_workers(project, broker):
-    ids = discover(project, urls(2))
-    pages_claim_for_fetch(ids)
-    Page.objects.filter(id=ids[0]).update(attempts=settings.CRAWL_MAX_ATTEMPTS)
+def test_it_fails_a_page_that_keeps_killing_its_worker_alone_and_spares_its_batch_mates(project, broker):
+    ids = discover(project, urls(3))
+    pages_claim_for_fetch(ids[:2])  # a batch of two dies together: neither is charged
+    pages_claim_for_fetch(ids[2:])  # a page that died alone, for the last time
+    Page.objects.filter(id=ids[2]).update(attempts=settings.CRAWL_MAX_ATTEMPTS)
     Page.objects.filter(id__in=ids).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     report = reap(project_id=project.id)
-    assert (report.leases_expired, report.leases_failed) == (1, 1)
-    assert Page.objects.get(id=ids[0]).error_code == "lease_expired"
-    assert Page.objects.get(id=ids[1]).state == "queued"
+    assert (report.leases_expired, report.leases_failed) == (2, 1)
+    assert Page.objects.get(id=ids[2]).error_code == "lease_expired"
+    rows = Page.objects.filter(id__in=ids[:2])
+    assert {(p.state, p.attempts, p.lease_token) for p in rows} == {("queued", 0, None)}
 
 
 @pytest.mark.django_db(transaction=True)

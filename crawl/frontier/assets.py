@@ -3,7 +3,6 @@ waited for them."""
 
 import uuid
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -39,10 +38,9 @@ def assets_insert(rows: list, *, done: bool = False) -> list[int]:
 
 
 def assets_claim(asset_ids: list[int]) -> tuple[uuid.UUID, list]:
-    """Lease the due queued assets among asset_ids, and those whose lease expired with attempts left."""
+    """Lease the due queued assets among asset_ids (an expired lease goes back through the reaper)."""
     model, now = _assets(), timezone.now()
-    expired = Q(state=model.State.LEASED, lease_expires_at__lt=now, attempts__lt=settings.CRAWL_MAX_ATTEMPTS)
-    claimable = (Q(state=model.State.QUEUED) | expired) & Q(next_fetch_at__lte=now)
+    claimable = Q(state=model.State.QUEUED, next_fetch_at__lte=now)
     return lease_claim(model, asset_ids, claimable=claimable, state=model.State.LEASED)
 
 

@@ -18,10 +18,6 @@ def lease_until():
     return timezone.now() + timedelta(seconds=settings.CRAWL_LEASE_SECONDS)
 
 
-def not_leased(now) -> Q:
-    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-
-
 def lease_expired(now) -> Q:
     """A lease its worker did not finish in time (died, or hung past the hard time limit)."""
     return Q(lease_expires_at__isnull=False, lease_expires_at__lt=now)

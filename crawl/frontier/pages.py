@@ -18,7 +18,7 @@ from django.utils import timezone
 from crawl.models import Page, Project
 
 from . import stages
-from .leases import lease_claim, lease_finish, not_leased
+from .leases import lease_claim, lease_finish
 from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, retry_at
 from .wakeups import wakeup_at, wakeups_group
 
@@ -33,19 +33,17 @@ def _active_project_ids() -> list[int]:
 
 
 def pages_claim_for_fetch(page_ids: list[int]) -> tuple[uuid.UUID, list[Page]]:
-    """Lease the due queued pages among page_ids (of active projects), and those whose lease
-    expired with attempts left; highest priority first."""
+    """Lease the due queued pages among page_ids (of active projects), highest priority first. An
+    expired lease is not claimable here: the reaper gives it back (and counts it) first."""
     now = timezone.now()
-    expired = Q(state=LEASED, lease_expires_at__lt=now, attempts__lt=settings.CRAWL_MAX_ATTEMPTS)
-    claimable = (Q(state=QUEUED) | expired) & Q(next_fetch_at__lte=now, project_id__in=_active_project_ids())
+    claimable = Q(state=QUEUED, next_fetch_at__lte=now, project_id__in=_active_project_ids())
     token, pages = lease_claim(Page, page_ids, claimable=claimable, state=LEASED)
     return token, sorted(pages, key=lambda p: (-p.priority, p.id))
 
 
 def pages_claim_for_extract(page_ids: list[int]) -> tuple[uuid.UUID, list[Page]]:
     """Lease fetched pages for extraction (the state stays `fetched`); attempts count from the fetch."""
-    now = timezone.now()
-    claimable = Q(state=FETCHED, attempts__lt=settings.CRAWL_MAX_ATTEMPTS) & not_leased(now)
+    claimable = Q(state=FETCHED, attempts__lt=settings.CRAWL_MAX_ATTEMPTS, lease_token__isnull=True)
     return lease_claim(Page, page_ids, claimable=claimable)
 
 
@@ -124,7 +122,7 @@ def pages_publish_owed(pages) -> int:
     by a live lease (start, resume, a crawl command picking up an interrupted run). Returns pages
     published."""
     now = timezone.now()
-    owed = pages.filter(Q(state=QUEUED, next_fetch_at__lte=now) | (Q(state=FETCHED) & not_leased(now)))
+    owed = pages.filter(Q(state=QUEUED, next_fetch_at__lte=now) | Q(state=FETCHED, lease_token__isnull=True))
     rows = list(owed.order_by(*BY_PRIORITY).values_list("id", "host", "state"))
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start : start + CHUNK]

@@ -7,11 +7,13 @@ from the database. Work that merely waits is not its business (wakeups.py), exce
 than a wake-up message may be delayed. Every query here is served by an index on (state, ...).
 """
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from crawl.models import Page
@@ -57,18 +59,25 @@ def reap(*, project_id: int | None = None) -> ReapReport:
 
 
 def _expire(qs, *, fail_columns: dict, back_columns: dict, publish) -> tuple[int, int]:
-    """Expired leases of qs: failed when their attempts are spent, else handed back, each alone."""
+    """Expired leases of qs come back one per message. A worker that died holding a whole batch
+    says nothing about which row killed it, so those rows get their attempt back; a row that dies
+    alone is charged, and fails once its attempts are spent. Returns (failed, handed back)."""
     now = timezone.now()
-    expired = qs.filter(lease_expired(now))
+    rows = list(qs.filter(lease_expired(now)).values_list("id", "lease_token")[:REPUBLISH_LIMIT])
+    held = Counter(token for _, token in rows)
+    shared = [i for i, token in rows if held[token] > 1]
+    alone = [i for i, token in rows if held[token] == 1]
+    released = {"lease_token": None, "lease_expires_at": None}
     message = "the worker holding it stopped before finishing it, too many times (killed, or over its time limit)"
-    failed = expired.filter(attempts__gte=settings.CRAWL_MAX_ATTEMPTS).update(
-        lease_token=None, lease_expires_at=None, error_code="lease_expired", error_message=message, **fail_columns
+    failed = qs.filter(lease_expired(now), id__in=alone, attempts__gte=settings.CRAWL_MAX_ATTEMPTS).update(
+        error_code="lease_expired", error_message=message, **released, **fail_columns
     )
-    ids = list(expired.values_list("id", flat=True)[:REPUBLISH_LIMIT])
-    back = qs.filter(lease_expired(now), id__in=ids).update(
-        lease_token=None, lease_expires_at=None, enqueued_at=now, **back_columns
+    back_ids = shared + alone
+    back = qs.filter(lease_expired(now), id__in=shared).update(
+        attempts=Greatest(F("attempts") - 1, 0), enqueued_at=now, **released, **back_columns
     )
-    stages.after_commit(publish, ids, batch=SUSPECT_BATCH)
+    back += qs.filter(lease_expired(now), id__in=alone).update(enqueued_at=now, **released, **back_columns)
+    stages.after_commit(publish, back_ids, batch=SUSPECT_BATCH)
     return failed, back
 
 

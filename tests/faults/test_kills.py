@@ -93,7 +93,10 @@ def test_8_a_worker_paused_past_its_lease_has_its_late_write_rejected(workers, w
         run.start_workers("extract", "download")
         workers.start("fetch-a", "fetch", concurrency=1)
         run.start()
-        run.wait_for(lambda: count_pages(run.env, run.project, "leased") > 0)
+        # Paused with a request out, so that fetch-b fetches that page again (a worker paused between
+        # its claim and its first request sends nothing: its late write is still rejected).
+        page_requested = lambda: any(p != "/robots.txt" for p in run.server.paths())  # noqa: E731
+        run.wait_for(lambda: page_requested() and count_pages(run.env, run.project, "leased") > 0)
         zombie = workers.procs["fetch-a"].pid
         os.killpg(zombie, signal.SIGSTOP)
         run.kills = 1  # a paused batch is fetched again by someone else
