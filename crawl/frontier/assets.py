@@ -6,14 +6,14 @@ import uuid
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from crawl.db import insert_new
+from crawl.db import chunked, insert_new
 from crawl.models import Page
 
 from . import stages
 from .leases import lease_claim, lease_finish
 from .pages import pages_complete
-from .verdicts import Done, Fail, Retry, Verdict, retry_at
-from .wakeups import wakeup_at, wakeups_group
+from .verdicts import Done, Fail, Retry, Verdict, error_columns, retry_at
+from .wakeups import waiting_until, wakeups_group
 
 CHUNK = 500
 
@@ -61,12 +61,11 @@ def assets_finish(*, token: uuid.UUID, verdicts: list[tuple[object, Verdict]]) -
 def _columns(model, asset, verdict: Verdict, now) -> dict:
     if isinstance(verdict, Done):
         return verdict.fields | {"state": model.State.DONE, "error_code": "", "error_message": ""}
-    error = {"error_code": verdict.code[:40], "error_message": verdict.message[:2000]}
+    error = error_columns(verdict)
     if isinstance(verdict, Retry):
         due = retry_at(asset.attempts, now)
         if due is not None:
-            wait = {"next_fetch_at": due, "enqueued_at": wakeup_at(due, now)}
-            return verdict.fields | error | wait | {"state": model.State.QUEUED}
+            return verdict.fields | error | waiting_until(due, now) | {"state": model.State.QUEUED}
     if isinstance(verdict, Retry | Fail):
         return verdict.fields | error | {"state": model.State.FAILED}
     raise TypeError(f"not an asset verdict: {verdict!r}")
@@ -76,8 +75,7 @@ def assets_retry(assets) -> int:
     """Queue the failed assets of the queryset again, now, with fresh attempts. Returns assets queued."""
     model, now = _assets(), timezone.now()
     ids = list(assets.filter(state=model.State.FAILED).values_list("id", flat=True))
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start : start + CHUNK]
+    for chunk in chunked(ids, CHUNK):
         model.objects.filter(id__in=chunk, state=model.State.FAILED).update(
             state=model.State.QUEUED,
             attempts=0,
@@ -96,8 +94,7 @@ def assets_publish_owed(assets) -> int:
     """Publish the due queued assets of the queryset (start, resume). Returns assets published."""
     model, now = _assets(), timezone.now()
     ids = list(assets.filter(state=model.State.QUEUED, next_fetch_at__lte=now).values_list("id", flat=True))
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start : start + CHUNK]
+    for chunk in chunked(ids, CHUNK):
         model.objects.filter(id__in=chunk, state=model.State.QUEUED).update(enqueued_at=now)
         stages.after_commit(stages.publish_download, chunk)
     return len(ids)

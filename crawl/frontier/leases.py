@@ -11,6 +11,8 @@ from django.db.models import F, Q
 from django.db.models.sql import Query
 from django.utils import timezone
 
+from crawl.db import chunked
+
 FINISH_CHUNK = 100
 
 
@@ -38,9 +40,7 @@ def lease_finish(model, *, token: uuid.UUID, from_state: str, changes: dict[int,
     """Write each row's columns only if `token` still holds it in `from_state`: one compare-and-set
     UPDATE per chunk, each row with its own values; returns the ids written."""
     written = set()
-    ids = sorted(changes)
-    for start in range(0, len(ids), FINISH_CHUNK):
-        chunk = ids[start : start + FINISH_CHUNK]
+    for chunk in chunked(sorted(changes), FINISH_CHUNK):
         written |= _finish_chunk(model, token, from_state, {i: changes[i] for i in chunk})
     return written
 

@@ -15,12 +15,13 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
+from crawl.db import chunked
 from crawl.models import Page, Project
 
 from . import stages
 from .leases import lease_claim, lease_finish
-from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, retry_at
-from .wakeups import wakeup_at, wakeups_group
+from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at
+from .wakeups import waiting_until, wakeups_group
 
 QUEUED, LEASED, FETCHED = Page.State.QUEUED, Page.State.LEASED, Page.State.FETCHED
 EXTRACTED, DONE, FAILED = Page.State.EXTRACTED, Page.State.DONE, Page.State.FAILED
@@ -72,14 +73,14 @@ def _columns(page: Page, verdict: Verdict, now) -> dict:
             due = now + timedelta(seconds=verdict.revisit_seconds)
             columns |= {"revisit_seconds": verdict.revisit_seconds, "next_fetch_at": due}
         return columns
-    error = {"error_code": verdict.code[:40], "error_message": verdict.message[:2000]}
+    error = error_columns(verdict)
     if isinstance(verdict, Postpone):
-        wait = {"next_fetch_at": verdict.until, "enqueued_at": wakeup_at(verdict.until, now)}
+        wait = waiting_until(verdict.until, now)
         return verdict.fields | error | wait | {"state": QUEUED, "attempts": F("attempts") - 1}
     if isinstance(verdict, Retry):
         due = retry_at(page.attempts, now)
         if due is not None:
-            return verdict.fields | error | {"state": QUEUED, "next_fetch_at": due, "enqueued_at": wakeup_at(due, now)}
+            return verdict.fields | error | waiting_until(due, now) | {"state": QUEUED}
     if isinstance(verdict, Retry | Fail):
         return verdict.fields | error | {"state": FAILED}
     raise TypeError(f"not a page verdict: {verdict!r}")
@@ -99,9 +100,9 @@ def pages_requeue(pages, *, from_states: tuple[str, ...], order=BY_PRIORITY) -> 
     never queue a page twice; a claim overwrites the stamp)."""
     queued = []
     ids = list(pages.filter(state__in=from_states).order_by(*order).values_list("id", flat=True))
-    for start in range(0, len(ids), CHUNK):
+    for chunk in chunked(ids, CHUNK):
         token, now = uuid.uuid4(), timezone.now()
-        Page.objects.filter(id__in=ids[start : start + CHUNK], state__in=from_states).update(
+        Page.objects.filter(id__in=chunk, state__in=from_states).update(
             state=QUEUED,
             attempts=0,
             next_fetch_at=now,
@@ -124,8 +125,7 @@ def pages_publish_owed(pages) -> int:
     now = timezone.now()
     owed = pages.filter(Q(state=QUEUED, next_fetch_at__lte=now) | Q(state=FETCHED, lease_token__isnull=True))
     rows = list(owed.order_by(*BY_PRIORITY).values_list("id", "host", "state"))
-    for start in range(0, len(rows), CHUNK):
-        chunk = rows[start : start + CHUNK]
+    for chunk in chunked(rows, CHUNK):
         Page.objects.filter(id__in=[r[0] for r in chunk], state__in=(QUEUED, FETCHED)).update(enqueued_at=now)
         fetch = [r for r in chunk if r[2] == QUEUED]
         stages.after_commit(stages.publish_fetch, [r[0] for r in fetch], {r[0]: r[1] for r in fetch})
@@ -139,8 +139,7 @@ def pages_extract_again(pages) -> int:
     now = timezone.now()
     stored = pages.filter(state__in=(DONE, FAILED), content__isnull=False)
     ids = list(stored.values_list("id", flat=True))
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start : start + CHUNK]
+    for chunk in chunked(ids, CHUNK):
         Page.objects.filter(id__in=chunk, state__in=(DONE, FAILED)).update(
             state=FETCHED,
             attempts=0,

@@ -11,6 +11,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import transaction
 
+from crawl.db import chunked
 from crawlproject.celery import app
 
 FETCH, EXTRACT, DOWNLOAD = "fetch", "extract", "download"
@@ -23,14 +24,10 @@ PAGE_PENDING_STATES = tuple(PAGE_STAGE_OF_STATE)
 ASSET_PENDING_STATES = tuple(ASSET_STAGE_OF_STATE)
 
 
-def page_states_owed_to(stage: str) -> tuple[str, ...]:
-    return tuple(s for s, owed in PAGE_STAGE_OF_STATE.items() if owed == stage)
-
-
 def _send(task_name: str, ids: list[int], batch: int, countdown: float) -> None:
     options = {"countdown": countdown} if countdown > 0 else {}
-    for start in range(0, len(ids), batch):
-        app.send_task(task_name, args=[ids[start : start + batch]], **options)
+    for chunk in chunked(ids, batch):
+        app.send_task(task_name, args=[chunk], **options)
 
 
 def publish_fetch(

@@ -72,6 +72,11 @@ class Fail:
 Verdict = Fetched | Done | Retry | Postpone | Fail
 
 
+def error_columns(verdict: Retry | Postpone | Fail) -> dict:
+    """The error a row keeps for a verdict that did not finish it, cut to its columns' sizes."""
+    return {"error_code": verdict.code[:40], "error_message": verdict.message[:2000]}
+
+
 def retry_at(attempts: int, now: datetime) -> datetime | None:
     """The one retry policy of pages and assets: after `attempts` tries, when to try again (base *
     2^(attempts-1) seconds, at most an hour), or None when the attempts are used up."""

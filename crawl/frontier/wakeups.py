@@ -16,6 +16,11 @@ def wakeup_at(due: datetime, now: datetime) -> datetime | None:
     return due if (due - now).total_seconds() <= settings.CRAWL_WAKEUP_MAX_SECONDS else None
 
 
+def waiting_until(due: datetime, now: datetime) -> dict:
+    """The columns of a row that waits until `due` (postponed or retried), pages and assets alike."""
+    return {"next_fetch_at": due, "enqueued_at": wakeup_at(due, now)}
+
+
 def wakeups_group(rows: list[tuple[int, datetime]], now: datetime) -> dict[float, list[int]]:
     """Ids grouped by the countdown (whole tenths of a second, a little after due) of their message."""
     groups = defaultdict(list)
