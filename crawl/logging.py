@@ -80,14 +80,22 @@ def structlog_configure(*, log_format: str) -> None:
     )
 
 
-def bind_task_context(task_id=None, task=None, args=None, **_) -> None:
+def bind_task_context(task_id=None, task=None, args=None, kwargs=None, **_) -> None:
+    from crawl.frontier.stages import CURRENT_JOB
+
     structlog.contextvars.clear_contextvars()
     ids = args[0] if args and isinstance(args[0], list) else []
-    structlog.contextvars.bind_contextvars(task_id=task_id, task=getattr(task, "name", None), batch_size=len(ids))
+    job = (kwargs or {}).get("job")
+    context = {"task_id": task_id, "task": getattr(task, "name", None), "batch_size": len(ids)}
+    structlog.contextvars.bind_contextvars(**context, **({"job": job} if job is not None else {}))
+    CURRENT_JOB.set(job)
 
 
 def clear_task_context(**_) -> None:
+    from crawl.frontier.stages import CURRENT_JOB
+
     structlog.contextvars.clear_contextvars()
+    CURRENT_JOB.set(None)
 
 
 def task_context_connect() -> None:

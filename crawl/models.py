@@ -146,6 +146,9 @@ class Project(models.Model):
         default="",
         help_text="Regexes, one per line: pages downloaded with gallery-dl, when the gallery-dl program is installed.",
     )
+    job_id = models.BigIntegerField(
+        null=True, blank=True, editable=False, help_text="The console's current job of the project (empty: none)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -257,6 +260,7 @@ class Page(models.Model):
     extracted_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that extracted it.")
     error_code = models.CharField(max_length=40, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
+    job_id = models.BigIntegerField(null=True, blank=True, help_text="The job that last claimed it (its project's).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -279,6 +283,7 @@ class Page(models.Model):
                 condition=Q(state__in=("queued", "fetched")),
             ),
             models.Index(fields=["project", "fetched_at"], name="page_project_fetched"),  # dashboard windows
+            models.Index(fields=["job_id", "state"], name="page_job_state", condition=Q(job_id__isnull=False)),
         ]
 
     def __str__(self) -> str:

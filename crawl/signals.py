@@ -1,12 +1,16 @@
 """Keep beat's PeriodicTask rows in step with the projects' recrawl schedules, and the pages' next
-revisits with the projects' revisit settings."""
+revisits with the projects' revisit settings; and the pipeline's one signal to whoever keeps runs."""
 
 from django.db.models.signals import post_delete, post_save, pre_save
-from django.dispatch import receiver
+from django.dispatch import Signal, receiver
 
 from crawl.frontier.schedule import pages_reschedule
 from crawl.models import Project
 from crawl.services.schedules import schedule_sync, task_name
+
+# Sent by beat's recrawl tick inside its transaction, after it queued pages of a project and before
+# they are published (kwargs: project_id, page_ids). The console makes the tick a job.
+recrawl_dispatched = Signal()
 
 REVISIT_FIELDS = ("hub_revisit_seconds", "revisit_min_seconds", "revisit_max_seconds")
 SCHEDULE_FIELDS = frozenset({"recrawl_every_minutes", "recrawl_crontab", "status", *REVISIT_FIELDS})

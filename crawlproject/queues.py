@@ -10,6 +10,7 @@ TASK_ROUTES = {
     "crawl.fetch_batch": {"queue": FETCH},
     "crawl.reap": {"queue": FETCH},
     "crawl.dispatch": {"queue": FETCH},
+    "console.jobs_tick": {"queue": FETCH},
     "crawl.render_batch": {"queue": RENDER},
     "scrape.extract_batch": {"queue": EXTRACT},
     "media.download_batch": {"queue": DOWNLOAD},

@@ -35,7 +35,7 @@ SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=3600 if BEHI
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=BEHIND_HTTPS_PROXY)
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=BEHIND_HTTPS_PROXY)
 X_FRAME_OPTIONS = "DENY"
-# /metrics (crawl/metrics.py): scrapers send `Authorization: Bearer <token>`; empty: staff sessions only.
+# /metrics (console/metrics.py): scrapers send `Authorization: Bearer <token>`; empty: staff sessions only.
 CRAWLHUB_METRICS_TOKEN = env.str("CRAWLHUB_METRICS_TOKEN", default="")
 
 INSTALLED_APPS = [
@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "crawl",
     "scrape",
     "media",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -117,8 +118,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(VAR_DIR / "static")))
+# whitenoise serves the apps' static files straight from their folders when `collectstatic` has not
+# run, so the admin is styled with DEBUG off on a fresh checkout.
+WHITENOISE_USE_FINDERS = True
 
-# --- REST API (crawl/api/): nothing is readable without authentication ----------------------------
+# --- REST API (console/api/): nothing is readable without authentication ----------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
@@ -128,11 +132,11 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # JSON nested past the recursion limit is a 400 (crawl/api/parsers.py), not a 500.
     "DEFAULT_PARSER_CLASSES": [
-        "crawl.api.parsers.JSONBodyParser",
+        "console.api.parsers.JSONBodyParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "crawl.api.pagination.IdCursorPagination",
+    "DEFAULT_PAGINATION_CLASS": "console.api.pagination.IdCursorPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -290,7 +294,18 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(CRAWL_REAP_INTERVAL_SECONDS),
         "options": {"expires": float(CRAWL_REAP_INTERVAL_SECONDS)},
     },
+    "console-jobs": {
+        "task": "console.jobs_tick",
+        "schedule": float(env.int("CONSOLE_JOBS_TICK_SECONDS", default=5)),
+        "options": {"expires": float(env.int("CONSOLE_JOBS_TICK_SECONDS", default=5))},
+    },
 }
+
+# --- The console (console/): jobs, their logs, the workers' heartbeats ----------------------------
+CONSOLE_JOB_LOG_LIMIT = env.int("CONSOLE_JOB_LOG_LIMIT", default=500)  # log entries kept per job
+CONSOLE_HEARTBEAT_SECONDS = env.int("CONSOLE_HEARTBEAT_SECONDS", default=10)
+# A worker not seen for this long is gone (killed, or its machine is): the dashboard warns.
+CONSOLE_WORKER_STALE_SECONDS = env.int("CONSOLE_WORKER_STALE_SECONDS", default=35)
 
 # --- Logging (crawl/logging.py): plain lines by default; CRAWLHUB_LOG_FORMAT=json for production,
 # where every line is one JSON object (with task_id, task and project_id inside Celery tasks).

@@ -1,19 +1,27 @@
-"""URL configuration: the admin (with its "Try a URL" debugger and the dashboard), the REST API
-with its OpenAPI schema and docs, and the Prometheus metrics endpoint."""
+"""URL configuration: the admin (with its "Try a URL" debugger, the overview and dashboard), the
+REST API with its OpenAPI schema and docs, and the Prometheus metrics endpoint."""
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
-from crawl.dashboard import dashboard_data, dashboard_view
-from crawl.views import changes_since
-from scrape.admin import try_url_view
+from console.admin.scrape import try_url_view
+from console.dashboard import dashboard_data, dashboard_view, overview_control, overview_data
+from console.views import changes_since
+
+admin.site.site_url = "/admin/dashboard/"  # the admin's "View site": the crawl overview
+admin.site.site_header = "crawlhub"
+admin.site.site_title = "crawlhub"
 
 urlpatterns = [
+    path("", RedirectView.as_view(url="/admin/dashboard/", permanent=False)),
     path("admin/tryurl/", admin.site.admin_view(try_url_view), name="admin-tryurl"),
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/dashboard/data/", admin.site.admin_view(dashboard_data), name="admin-dashboard-data"),
+    path("admin/dashboard/overview/", admin.site.admin_view(overview_data), name="admin-overview-data"),
+    path("admin/dashboard/control/", admin.site.admin_view(overview_control), name="admin-overview-control"),
     path("admin/", admin.site.urls),
     path("api/changes/", changes_since, name="api-changes"),
-    path("api/", include("crawl.api.urls")),
-    path("metrics", include("crawl.metrics")),
+    path("api/", include("console.api.urls")),
+    path("metrics", include("console.metrics")),
 ]

@@ -41,6 +41,7 @@ class MediaAsset(models.Model):
     downloaded_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that downloaded it.")
     error_code = models.CharField(max_length=40, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
+    job_id = models.BigIntegerField(null=True, blank=True, help_text="The job that last claimed it (its project's).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -50,6 +51,7 @@ class MediaAsset(models.Model):
             models.Index(fields=["project", "state"], name="asset_project_state"),
             models.Index(fields=["state", "lease_expires_at"], name="asset_state_lease"),
             models.Index(fields=["state", "enqueued_at"], name="asset_state_enqueued", condition=Q(state="queued")),
+            models.Index(fields=["job_id", "state"], name="asset_job_state", condition=Q(job_id__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -12,5 +12,5 @@ from .services import assets_download
     soft_time_limit=settings.CRAWL_DOWNLOAD_SOFT_TIME_LIMIT,
     time_limit=settings.CRAWL_DOWNLOAD_TIME_LIMIT,
 )
-def download_batch(self, asset_ids: list[int]) -> int:
+def download_batch(self, asset_ids: list[int], job: int | None = None) -> int:
     return len(assets_download(asset_ids=asset_ids, worker=self.request.hostname or ""))

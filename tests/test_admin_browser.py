@@ -17,8 +17,8 @@ from playwright.sync_api import Page as BrowserPage
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect, sync_playwright
 
+from console.selectors import project_errors, project_progress
 from crawl.models import Page, Project
-from crawl.selectors import project_errors, project_progress
 from tests.conftest import BASE_DIR
 
 pytestmark = [

@@ -271,7 +271,7 @@ def test_the_export_view_streams_json_lines_and_csv(admin_client, project):
 
 
 def test_a_huge_page_list_is_counted_only_up_to_a_cap(admin_client, project):
-    from crawl.admin_lists import COUNT_CAP
+    from console.admin.lists import COUNT_CAP
 
     rows = [Page(project=project, url=f"http://a.test/{i}", url_key=f"{i:064d}", host="a.test") for i in range(10_005)]
     Page.objects.bulk_create(rows, batch_size=2000)

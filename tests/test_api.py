@@ -15,7 +15,7 @@ from django_celery_beat.models import PeriodicTask
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from crawl.exports import ASSET_FIELDS, PAGE_FIELDS
+from console.exports import ASSET_FIELDS, PAGE_FIELDS
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import project_get_or_create
 from crawl.urls import url_key

@@ -11,9 +11,9 @@ from django.core.management import call_command, get_commands, load_command_clas
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from console.selectors import broker_queue_lengths
 from crawl.frontier.pages import pages_claim_for_fetch
 from crawl.models import Page, Project, Seed
-from crawl.selectors import broker_queue_lengths
 from crawl.services.projects import project_get_or_create
 from crawl.urls import url_key
 from media.models import MediaAsset

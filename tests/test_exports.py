@@ -1,6 +1,6 @@
 """Exports stream in bounded chunks: every asset once, each with all the pages that reference it."""
 
-from crawl.exports import export_rows
+from console.exports import export_rows
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset, PageAsset

@@ -13,11 +13,11 @@ from django.db import connection
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from console.control import pages_recrawl
 from crawl.frontier.discovery import pages_discover
 from crawl.frontier.schedule import pages_dispatch
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, PageVersion
-from crawl.services.control import pages_recrawl
 from crawl.services.fetching import pages_fetch
 from crawl.services.freshness import revisit
 from crawl.services.projects import project_get_or_create, seeds_add

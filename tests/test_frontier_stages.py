@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from django.conf import settings
 
+from console.control import project_start
 from crawl.models import Page
-from crawl.services.control import project_start
 from crawl.services.projects import project_get_or_create, seeds_add
 from media.models import MediaAsset
 from scrape.models import Item, RuleSet

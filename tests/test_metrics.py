@@ -12,7 +12,7 @@ from django.db.models import Sum
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from crawl.metrics import OTHER_HOSTS, TOP_HOSTS
+from console.metrics import OTHER_HOSTS, TOP_HOSTS
 from crawl.models import Page, Project
 from media.models import MediaAsset
 from tests.conftest import BASE_DIR, last_json_line

@@ -105,7 +105,7 @@ def test_a_distributed_crawl_exports_one_response_per_stored_page(workers, worke
     assert done.returncode == 0, done.stdout + done.stderr
     assert last_json_line(done.stdout)["completed"] is True
 
-    out = tmp_path / "crawl.warc.gz"
+    out = tmp_path / "console.warc.gz"
     exported = run_manage(["export", "warc", "--format", "warc", "--output", str(out)], worker_env)
     assert exported.returncode == 0, exported.stderr
     stored = {c.page.url: c for c in PageContent.objects.filter(page__project__slug="warc").select_related("page")}

@@ -11,7 +11,7 @@ from crawl.models import Page
 
 from . import stages
 from .leases import lease_claim, lease_finish
-from .pages import pages_complete
+from .pages import failures_log, pages_complete
 from .verdicts import Done, Fail, Retry, Verdict, error_columns, retry_at
 from .wakeups import waiting_until, wakeups_group
 
@@ -54,6 +54,8 @@ def assets_finish(*, token: uuid.UUID, verdicts: list[tuple[object, Verdict]]) -
     for countdown, ids in wakeups_group(waiting, now).items():
         stages.after_commit(stages.publish_download, ids, countdown=countdown)
     finished = [i for i in written if changes[i]["state"] in (model.State.DONE, model.State.FAILED)]
+    failed = [(a.url, changes[a.id]) for a, _ in verdicts if a.id in written and changes[a.id]["state"] == "failed"]
+    failures_log(failed, stage=stages.DOWNLOAD)
     pages_waiting_complete(asset_ids=finished)
     return written
 

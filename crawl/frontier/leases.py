@@ -7,11 +7,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery
 from django.db.models.sql import Query
 from django.utils import timezone
 
 from crawl.db import chunked
+from crawl.models import Project
 
 FINISH_CHUNK = 100
 
@@ -30,8 +31,11 @@ def lease_claim(model, ids: list[int], *, claimable: Q, **columns) -> tuple[uuid
     ids never both win a row. Each claim spends an attempt (the attempt cap counts claims, lease
     expiries included). Returns the token and the rows it now holds, with their project."""
     token = uuid.uuid4()
+    # The row records the job its project runs now (the console's; empty when none): a job's counts
+    # are its rows.
+    job = Subquery(Project.objects.filter(id=OuterRef("project_id")).values("job_id")[:1])
     model.objects.filter(claimable, id__in=ids).update(
-        lease_token=token, lease_expires_at=lease_until(), attempts=F("attempts") + 1, **columns
+        lease_token=token, lease_expires_at=lease_until(), attempts=F("attempts") + 1, job_id=job, **columns
     )
     return token, list(model.objects.filter(id__in=ids, lease_token=token).select_related("project"))
 

@@ -8,6 +8,7 @@ Every write here is a compare-and-set (on the lease token, or on the state it le
 message is published after the commit it depends on.
 """
 
+import logging
 import uuid
 from datetime import timedelta
 
@@ -27,6 +28,8 @@ QUEUED, LEASED, FETCHED = Page.State.QUEUED, Page.State.LEASED, Page.State.FETCH
 EXTRACTED, DONE, FAILED = Page.State.EXTRACTED, Page.State.DONE, Page.State.FAILED
 CHUNK = 500
 BY_PRIORITY = ("-priority", "id")
+
+log = logging.getLogger("crawlhub.frontier")
 
 
 def _active_project_ids() -> list[int]:
@@ -59,7 +62,15 @@ def pages_finish(*, token: uuid.UUID, stage: str, verdicts: list[tuple[Page, Ver
     mine = [(p, changes[p.id]) for p, _ in verdicts if p.id in written]
     stages.after_commit(stages.publish_extract, [p.id for p, c in mine if c.get("state") == FETCHED])
     _publish_wakeups([(p, c) for p, c in mine if c.get("state") == QUEUED and c.get("enqueued_at")], now)
+    failures_log([(p.url, c) for p, c in mine if c.get("state") == FAILED], stage=stage)
     return written
+
+
+def failures_log(rows: list[tuple[str, dict]], *, stage: str) -> None:
+    """One warning per row that failed for good, with its URL and error code (the job log keeps them)."""
+    for url, columns in rows:
+        code, message = columns.get("error_code", ""), columns.get("error_message", "")
+        log.warning("%s failed: %s %s: %s", stage, url, code, message[:300], extra={"url": url, "code": code})
 
 
 def _columns(page: Page, verdict: Verdict, now) -> dict:

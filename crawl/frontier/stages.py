@@ -7,6 +7,8 @@ a duplicate claims nothing.
 """
 
 from collections import defaultdict
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.conf import settings
 from django.db import transaction
@@ -24,8 +26,27 @@ PAGE_PENDING_STATES = tuple(PAGE_STAGE_OF_STATE)
 ASSET_PENDING_STATES = tuple(ASSET_STAGE_OF_STATE)
 
 
+# The job on whose behalf messages are published now: set by the console around the actions it
+# starts, and inside a task from its message's `job` argument, so the messages a task publishes carry
+# its job on (shown in Flower's arguments). Informational: a row's job is stamped from its project
+# when claimed.
+CURRENT_JOB: ContextVar[int | None] = ContextVar("crawlhub_job", default=None)
+
+
+@contextmanager
+def job_scope(job_id: int | None):
+    token = CURRENT_JOB.set(job_id)
+    try:
+        yield
+    finally:
+        CURRENT_JOB.reset(token)
+
+
 def _send(task_name: str, ids: list[int], batch: int, countdown: float) -> None:
     options = {"countdown": countdown} if countdown > 0 else {}
+    job = CURRENT_JOB.get()
+    if job is not None:
+        options["kwargs"] = {"job": job}
     for chunk in chunked(ids, batch):
         app.send_task(task_name, args=[chunk], **options)
 

@@ -1,6 +1,7 @@
 """Project and seed writes used by commands, the admin and (later) the API."""
 
 import socket
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -24,8 +25,21 @@ def project_get_or_create(*, name: str, **settings_) -> Project:
     return project
 
 
+def project_name_for(url: str) -> str | None:
+    """A project's default name for a start URL: its host, and its port when not the scheme's
+    default (two local servers are two sites). None when the URL cannot be crawled."""
+    try:
+        parts = urlsplit(canonicalize(url))
+    except (InvalidURL, ValueError):
+        return None
+    if not parts.hostname:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{parts.port}" if parts.port else host
+
+
 def _free_slug(name: str) -> str:
-    base = slugify(name)[:180] or "project"
+    base = slugify(name.replace(":", "-"))[:180] or "project"
     slug, n = base, 1
     while Project.objects.filter(slug=slug).exists():
         n += 1

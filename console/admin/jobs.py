@@ -1,0 +1,128 @@
+"""Admin for jobs: each project's run history, and one job's counts, errors, failing URLs and log,
+with Pause / Resume / Cancel / Retry failed."""
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.loader import render_to_string
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from console import jobs
+from console.models import Job, JobLogEntry, WorkerBeat
+
+JOB_ACTIONS = {
+    "pause": lambda job, user: jobs.job_pause(job=job),
+    "resume": lambda job, user: jobs.job_resume(job=job),
+    "cancel": lambda job, user: jobs.job_cancel(job=job, user=user),
+    "retry": lambda job, user: jobs.job_retry_failed(job=job, trigger=Job.Trigger.ADMIN, user=user)[0],
+}
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ("id", "project", "kind", "state_badge", "trigger", "who", "created_at", "finished_at", "summary")
+    list_filter = ("state", "kind", "trigger", "project")
+    list_select_related = ("project", "started_by")
+    date_hierarchy = "created_at"
+    change_form_template = "admin/console/job/change_form.html"
+    fields = ("project", "kind", "state", "trigger", "started_by", "retry_of", "created_at", "started_at",
+              "finished_at", "message", "report")  # fmt: skip
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False  # jobs are begun by Start, schedules and commands
+
+    def has_change_permission(self, request, obj=None):
+        return False  # read-only page; the buttons are the job actions
+
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, obj):
+        return format_html('<span class="job-state job-{}">{}</span>', obj.state, obj.state)
+
+    @admin.display(description="by")
+    def who(self, obj):
+        return obj.started_by or obj.get_trigger_display()
+
+    @admin.display(description="pages done / failed, rate")
+    def summary(self, obj):
+        counts = jobs.job_counts(obj) if obj.stats or obj.active else {}
+        if not counts:
+            return "-"
+        return f"{counts['pages_done']} / {counts['pages_failed']}, {counts['pages_per_second']:.1f}/s"
+
+    @admin.display(description="report")
+    def report(self, obj):
+        counts = jobs.job_counts(obj)
+        context = {
+            "job": obj,
+            "counts": counts,
+            "stages": [
+                (
+                    "fetch",
+                    f"{counts['pages_done']} pages done, {counts['pages_failed']} failed, "
+                    f"{counts['pages_pending']} owed",
+                ),
+                ("extract", f"{counts['items']} items"),
+                ("download", f"{counts['assets_done']} assets stored, {counts['assets_failed']} failed"),
+                ("bytes", f"{counts['bytes']:,}"),
+                ("rate", f"{counts['pages_per_second']:.2f} pages/s over {counts['seconds']:.0f} s"),
+            ],
+            "failures": jobs.job_failures(obj),
+            "log": JobLogEntry.objects.filter(job=obj).order_by("-id")[:200],
+            "retries": obj.retries.all()[:20],
+        }
+        return render_to_string("admin/console/job/report.html", context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        job = get_object_or_404(Job, id=object_id)
+        extra = {
+            "job_actions": _actions_of(job),
+            "workers": WorkerBeat.objects.order_by("name"),
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, extra_context=extra)
+
+    def get_urls(self):
+        view = self.admin_site.admin_view(self.action_view)
+        return [path("<int:job_id>/do/<str:action>/", view, name="console_job_action"), *super().get_urls()]
+
+    def action_view(self, request, job_id: int, action: str):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        job = get_object_or_404(Job, id=job_id)
+        if action not in JOB_ACTIONS or not request.user.has_perm("crawl.change_project"):
+            raise PermissionDenied
+        result = JOB_ACTIONS[action](job, request.user)
+        if isinstance(result, Job):
+            self.message_user(request, f"Failures of job {job.id} retried as job {result.id}.", messages.SUCCESS)
+            return HttpResponseRedirect(reverse("admin:console_job_change", args=[result.id]))
+        level = messages.SUCCESS if result else messages.WARNING
+        self.message_user(request, f"job {job.id}: {action} {'done' if result else 'not possible now'}.", level)
+        return HttpResponseRedirect(reverse("admin:console_job_change", args=[job.id]))
+
+
+def _actions_of(job: Job) -> list[tuple[str, str]]:
+    actions = []
+    if job.state in (Job.State.QUEUED, Job.State.RUNNING):
+        actions.append(("pause", "Pause"))
+    if job.state == Job.State.PAUSED:
+        actions.append(("resume", "Resume"))
+    if job.active:
+        actions.append(("cancel", "Cancel"))
+    counts = jobs.job_counts(job)
+    if counts["pages_failed"] or counts["assets_failed"]:
+        actions.append(("retry", "Retry failed"))
+    return actions
+
+
+@admin.register(WorkerBeat)
+class WorkerBeatAdmin(admin.ModelAdmin):
+    list_display = ("name", "queues", "concurrency", "pid", "started_at", "seen_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

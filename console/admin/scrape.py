@@ -1,0 +1,88 @@
+"""Admin for items and rule sets, and the "Try a URL" debugger page."""
+
+import json
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin.views.decorators import staff_member_required
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from console.admin.lists import CappedPaginator, recent_values_filter
+from crawl.models import Project
+from scrape.debugger import trial_report, try_url
+from scrape.models import Item, RuleSet
+
+
+@admin.register(Item)
+class ItemAdmin(admin.ModelAdmin):
+    list_display = ("id", "project", "page_link", "kind", "position", "rule_version", "has_errors", "updated_at")
+    list_filter = (recent_values_filter("kind", "kind"), "project")
+    list_select_related = ("project", "page")
+    raw_id_fields = ("project", "page")
+    show_full_result_count = False
+    paginator = CappedPaginator
+    fields = ("project", "page_link", "kind", "position", "rule_version", "pretty_data", "pretty_errors", "updated_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False  # items are what the extract stage made
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(boolean=True, description="errors")
+    def has_errors(self, obj) -> bool:
+        return bool(obj.errors)
+
+    @admin.display(description="page", ordering="page_id")
+    def page_link(self, obj):
+        url = reverse("admin:crawl_page_change", args=[obj.page_id])
+        return format_html('<a href="{}">{}</a>', url, Truncator(obj.page.url).chars(100))
+
+    @admin.display(description="data")
+    def pretty_data(self, obj):
+        return _pretty(obj.data)
+
+    @admin.display(description="errors")
+    def pretty_errors(self, obj):
+        return _pretty(obj.errors) if obj.errors else "none"
+
+
+def _pretty(value) -> str:
+    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+
+
+@admin.register(RuleSet)
+class RuleSetAdmin(admin.ModelAdmin):
+    """Rules are compiled when saved: an invalid selector, XPath or regex is refused with the reason."""
+
+    list_display = ("name", "project", "enabled", "version", "updated_at")
+    list_filter = ("project", "enabled")
+    readonly_fields = ("version",)
+
+
+class TryForm(forms.Form):
+    url = forms.CharField(max_length=2000)
+    project = forms.ModelChoiceField(Project.objects.all(), required=False, help_text="Its rules and settings.")
+    allow_private = forms.BooleanField(required=False)
+
+
+@staff_member_required
+def try_url_view(request):
+    """Fetch one URL with the real client and show its whole extraction; stores nothing."""
+    form = TryForm(request.POST or None)
+    report = None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        report = trial_report(try_url(data["url"], project=data["project"], allow_private=data["allow_private"]))
+    context = {
+        **admin.site.each_context(request),
+        "title": "Try a URL",
+        "form": form,
+        "report": report,
+        "pretty": json.dumps(report, indent=2, ensure_ascii=False, default=str) if report else "",
+    }
+    return render(request, "admin/tryurl.html", context)

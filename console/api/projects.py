@@ -1,0 +1,148 @@
+"""Projects and seeds: CRUD, the crawl controls (start, pause, resume, recrawl, retry) and the export."""
+
+from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console import control
+from console.exports import CONTENT_TYPES, export_response
+from console.selectors import project_errors, project_progress
+from crawl.frontier.discovery import forget_scope
+from crawl.models import Project, Seed
+from crawl.services.projects import project_get_or_create, seeds_add
+
+from . import serializers as s
+from .filters import ProjectListFilter, SeedFilter
+
+
+class _FirstRenderer(BaseContentNegotiation):
+    """The export's ?format= names a file format, not a DRF renderer; errors are answered in JSON."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List projects"),
+    create=extend_schema(summary="Create a project (the slug defaults to one made from the name)"),
+    destroy=extend_schema(summary="Delete a project with its frontier, items and asset rows"),
+)
+class ProjectViewSet(viewsets.ModelViewSet):
+    queryset = Project.objects.all()
+    serializer_class = s.ProjectSerializer
+    filterset_class = ProjectListFilter
+    lookup_field = "slug"
+    lookup_value_regex = s.SLUG_PATTERN
+
+    @transaction.atomic
+    def perform_create(self, serializer: s.ProjectSerializer) -> None:
+        serializer.instance = project_get_or_create(**serializer.validated_data)
+
+    def perform_update(self, serializer: s.ProjectSerializer) -> None:
+        project = serializer.save()
+        forget_scope(project.id)
+
+    def _result(self, project: Project, **counts) -> Response:
+        return Response({"project": project.slug, "status": project.status, **counts})
+
+    @extend_schema(request=None, responses=s.PublishedResultSerializer, summary="Start the crawl")
+    @action(detail=True, methods=["post"])
+    def start(self, request: Request, slug: str) -> Response:
+        """Make the project active, put its active seeds in the frontier and publish everything queued."""
+        project = self.get_object()
+        return self._result(project, published=control.project_start(project=project))
+
+    @extend_schema(request=None, responses=s.PauseResultSerializer, summary="Pause the crawl")
+    @action(detail=True, methods=["post"])
+    def pause(self, request: Request, slug: str) -> Response:
+        """Stop handing out the project's work; claimed batches finish, queued rows stay queued."""
+        project = self.get_object()
+        return self._result(project, changed=control.project_pause(project=project))
+
+    @extend_schema(request=None, responses=s.PublishedResultSerializer, summary="Resume a paused crawl")
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, slug: str) -> Response:
+        """Make the project active again and republish its queued work."""
+        project = self.get_object()
+        return self._result(project, published=control.project_resume(project=project))
+
+    @extend_schema(request=None, responses=s.QueuedResultSerializer, summary="Recrawl every finished page")
+    @action(detail=True, methods=["post"])
+    def recrawl(self, request: Request, slug: str) -> Response:
+        """Queue the finished pages again (conditional GET makes unchanged ones cheap)."""
+        project = self.get_object()
+        return self._result(project, queued=control.pages_recrawl(project=project))
+
+    @extend_schema(request=s.RetryFailedSerializer, responses=s.RequeuedResultSerializer, summary="Retry failed pages")
+    @action(detail=True, methods=["post"], url_path="retry-failed")
+    def retry_failed(self, request: Request, slug: str) -> Response:
+        """Give the project's failed pages (optionally of one error code) fresh attempts and queue them."""
+        project = self.get_object()
+        body = s.RetryFailedSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        error_code = body.validated_data.get("error_code") or None
+        return Response({"requeued": control.project_retry_failed(project=project, error_code=error_code)})
+
+    @extend_schema(responses=s.ProgressSerializer, summary="Pages and assets per state, failures per error code")
+    @action(detail=True, methods=["get"])
+    def progress(self, request: Request, slug: str) -> Response:
+        project = self.get_object()
+        return Response(project_progress(project) | {"errors": project_errors(project)})
+
+    @extend_schema(
+        summary="Export pages, items or assets as JSON lines or CSV (streamed)",
+        parameters=[
+            OpenApiParameter("format", enum=["jsonl", "csv"], default="jsonl", description="File format."),
+            OpenApiParameter("what", enum=["assets", "items", "pages"], default="pages", description="Rows."),
+        ],
+        responses={(200, CONTENT_TYPES["jsonl"]): OpenApiTypes.STR, (200, CONTENT_TYPES["csv"]): OpenApiTypes.STR},
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=[JSONRenderer],
+        content_negotiation_class=_FirstRenderer,
+        filter_backends=[],
+    )
+    def export(self, request: Request, slug: str):
+        project = self.get_object()
+        query = s.ExportQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return export_response(project, what=query.validated_data["what"], fmt=query.validated_data["format"])
+
+
+class SeedViewSet(viewsets.ModelViewSet):
+    """Start URLs. A new active seed of an active project goes into the frontier and to the fetch workers."""
+
+    queryset = Seed.objects.select_related("project")
+    serializer_class = s.SeedSerializer
+    filterset_class = SeedFilter
+    lookup_value_regex = s.ID_PATTERN
+
+    @transaction.atomic
+    def perform_create(self, serializer: s.SeedSerializer) -> None:
+        self._enqueue(serializer.save())
+
+    @transaction.atomic
+    def perform_update(self, serializer: s.SeedSerializer) -> None:
+        self._enqueue(serializer.save())
+
+    def perform_destroy(self, instance: Seed) -> None:
+        instance.delete()
+        forget_scope(instance.project_id)
+
+    def _enqueue(self, seed: Seed) -> None:
+        """A paused project keeps the new frontier row queued: resume publishes it."""
+        forget_scope(seed.project_id)
+        if not seed.active:
+            return
+        seeds_add(project=seed.project, urls=[seed.url], kind=seed.kind)  # published when the project is active

@@ -1,0 +1,258 @@
+"""What the API reads and writes: projects and seeds (validated like the admin), and read-only results."""
+
+import copy
+import re
+
+from django_celery_beat.validators import crontab_validator
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from console.exports import FIELDS
+from crawl.models import Page, Project, Seed
+from crawl.services.projects import seed_problem
+from media.models import MediaAsset
+from media.storage import StorageUnavailable, object_url
+from scrape.models import Item
+
+from .fields import ApiConfigField, HeaderMapField, media_kinds, regex_lines
+
+SLUG_PATTERN = r"[-a-zA-Z0-9_]+"
+ID_PATTERN = "[0-9]{1,18}"  # lookups by id: anything else is a 404 before any query
+MAX_ID = 2**63 - 1
+
+
+class ProjectSlugField(serializers.SlugRelatedField):
+    """A project by its slug; anything that is not a slug is refused before the database sees it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="slug", queryset=Project.objects.all(), **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or not re.fullmatch(SLUG_PATTERN, data):
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:200])
+        return super().to_internal_value(data)
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    api_config = ApiConfigField(required=False, help_text=Project._meta.get_field("api_config").help_text)
+    request_headers = HeaderMapField(required=False, help_text=Project._meta.get_field("request_headers").help_text)
+    cookies = HeaderMapField(required=False, help_text=Project._meta.get_field("cookies").help_text)
+
+    class Meta:
+        model = Project
+        exclude = ("bucket_tokens", "bucket_updated_at")
+        read_only_fields = ("status", "created_at", "rules_changed_at")
+        extra_kwargs = {
+            "slug": {"required": False, "help_text": "Short identifier used in URLs. Default: made from the name."},
+            "allow_patterns": {"validators": [regex_lines]},
+            "deny_patterns": {"validators": [regex_lines]},
+            "media_page_patterns": {"validators": [regex_lines]},
+            "gallery_page_patterns": {"validators": [regex_lines]},
+            "media_kinds": {"validators": [media_kinds]},
+            "recrawl_crontab": {"validators": [crontab_validator]},
+            "concurrency": {"min_value": 1},
+            "max_per_host": {"min_value": 1},
+            "rate_burst": {"min_value": 1},
+            "min_delay": {"min_value": 0, "max_value": 86400},
+            "rate_limit": {"min_value": 0, "max_value": 1_000_000},
+        }
+
+    def validate(self, attrs: dict) -> dict:
+        """The model's own cross-field rules (one recrawl schedule, a valid crontab), on the would-be row."""
+        candidate = copy.copy(self.instance) if self.instance is not None else Project()
+        for field, value in attrs.items():
+            setattr(candidate, field, value)
+        candidate.clean()  # a Django ValidationError becomes a 400 with the same field errors
+        return attrs
+
+
+class SeedSerializer(serializers.ModelSerializer):
+    project = ProjectSlugField(help_text="Slug of the seed's project.")
+    url = serializers.CharField(max_length=2000, help_text="Start URL (http or https).")
+    method = serializers.ChoiceField(choices=["GET", "POST"], default="GET", help_text="GET or POST.")
+    headers = HeaderMapField(required=False, help_text="Extra headers for this seed's request.")
+
+    class Meta:
+        model = Seed
+        fields = ("id", "project", "url", "kind", "active", "priority", "method", "body", "headers", "created_at")
+        validators = []  # uniqueness is checked in validate(), with a message that says what is wrong
+
+    def validate(self, attrs: dict) -> dict:
+        """A seed is checked like every URL the crawler would fetch; a refused one says why."""
+        project = attrs.get("project") or self.instance.project
+        if self.instance is not None and project.id != self.instance.project_id:
+            raise serializers.ValidationError({"project": "A seed cannot move to another project."})
+        if "url" in attrs and (problem := seed_problem(attrs["url"], allow_private=project.allow_private)):
+            raise serializers.ValidationError({"url": problem})
+        url = attrs.get("url", getattr(self.instance, "url", None))
+        duplicate = Seed.objects.filter(project=project, url=url).exclude(id=getattr(self.instance, "id", None))
+        if duplicate.exists():
+            raise serializers.ValidationError({"url": "The project already has this seed."})
+        return attrs
+
+
+class PageSerializer(serializers.ModelSerializer):
+    """A frontier row, without its stored body or request overrides."""
+
+    project = serializers.CharField(source="project.slug", read_only=True)
+
+    class Meta:
+        model = Page
+        fields = (
+            "id",
+            "project",
+            "url",
+            "final_url",
+            "host",
+            "depth",
+            "is_seed",
+            "kind",
+            "discovered_from",
+            "redirect_hops",
+            "state",
+            "attempts",
+            "priority",
+            "next_fetch_at",
+            "status_code",
+            "content_type",
+            "title",
+            "content_sha256",
+            "content_length",
+            "fetched_at",
+            "fetch_ms",
+            "fetch_count",
+            "change_count",
+            "changed_at",
+            "error_code",
+            "error_message",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+
+class FailureSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug", read_only=True)
+
+    class Meta:
+        model = Page
+        fields = (
+            "id",
+            "project",
+            "url",
+            "host",
+            "depth",
+            "is_seed",
+            "status_code",
+            "error_code",
+            "error_message",
+            "attempts",
+            "fetched_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug", read_only=True)
+    url = serializers.CharField(source="page.url", read_only=True, help_text="URL of the page it came from.")
+    data = serializers.JSONField(read_only=True, help_text="The extracted fields.")
+    errors = serializers.JSONField(read_only=True, help_text="Validation errors, if any (the item is kept).")
+
+    class Meta:
+        model = Item
+        fields = ("id", "project", "page", "url", "kind", "position", "rule_version", "data", "errors", "updated_at")
+        read_only_fields = fields
+
+
+class AssetSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug", read_only=True)
+    metadata = serializers.JSONField(read_only=True, help_text="What the downloader reported.")
+    download_url = serializers.SerializerMethodField(help_text="Presigned S3 URL or storage URL; null until stored.")
+
+    class Meta:
+        model = MediaAsset
+        fields = (
+            "id",
+            "project",
+            "url",
+            "kind",
+            "downloader",
+            "state",
+            "status_code",
+            "sha256",
+            "size",
+            "mime",
+            "storage_key",
+            "download_url",
+            "metadata",
+            "attempts",
+            "downloaded_at",
+            "error_code",
+            "error_message",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_download_url(self, asset: MediaAsset) -> str | None:
+        if asset.state != MediaAsset.State.DONE or not asset.storage_key:
+            return None
+        try:
+            url = object_url(asset.storage_key)
+        except StorageUnavailable:
+            return None
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request is not None and url.startswith("/") else url
+
+
+# --- Action inputs and outputs ------------------------------------------------------------------
+
+
+class RetryFailedSerializer(serializers.Serializer):
+    error_code = serializers.CharField(
+        required=False, allow_blank=True, max_length=40, help_text="Only failures with this error code."
+    )
+
+
+class PagesRetrySerializer(serializers.Serializer):
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        min_length=1,
+        max_length=10_000,
+        help_text="Ids of failed pages; pages that are not failed are left alone.",
+    )
+
+
+class ExportQuerySerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["jsonl", "csv"], default="jsonl")
+    what = serializers.ChoiceField(choices=sorted(FIELDS), default="pages")
+
+
+class ActionResultSerializer(serializers.Serializer):
+    project = serializers.CharField(help_text="Slug of the project.")
+    status = serializers.ChoiceField(choices=Project.Status.choices)
+
+
+class PublishedResultSerializer(ActionResultSerializer):
+    published = serializers.IntegerField(help_text="Queued pages handed to the fetch workers.")
+
+
+class PauseResultSerializer(ActionResultSerializer):
+    changed = serializers.BooleanField(help_text="False when the project was already paused.")
+
+
+class QueuedResultSerializer(ActionResultSerializer):
+    queued = serializers.IntegerField(help_text="Finished pages queued again (the reaper publishes them).")
+
+
+class RequeuedResultSerializer(serializers.Serializer):
+    requeued = serializers.IntegerField(help_text="Failed pages queued again with fresh attempts.")
+
+
+class ProgressSerializer(serializers.Serializer):
+    pages = serializers.DictField(child=serializers.IntegerField(), help_text="Pages per state.")
+    assets = serializers.DictField(child=serializers.IntegerField(), help_text="Assets per state.")
+    pending = serializers.IntegerField(help_text="Work still owed.")
+    errors = serializers.DictField(child=serializers.IntegerField(), help_text="Failed pages per error code.")

@@ -1,0 +1,13 @@
+"""App config for the console: the operator layer above the pipeline (jobs, admin, dashboard, REST
+API, exports, WARC, metrics, control actions). It reads crawl, scrape and media; none of them
+imports it."""
+
+from django.apps import AppConfig
+
+
+class ConsoleConfig(AppConfig):
+    name = "console"
+    verbose_name = "Console"
+
+    def ready(self) -> None:
+        from console import signals  # noqa: F401 - jobs follow their tasks, workers report their queues

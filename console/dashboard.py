@@ -1,0 +1,255 @@
+"""The live dashboard (/admin/dashboard/). Its first screen is the overview: every project with its
+current job, state, rate, owed work and last error, with Start / Pause / Resume / Cancel, and the
+workers alive with the queues they consume (and a warning for work no worker will take). With
+?project=<id> it is one project's counts, fetch rates, work owed, errors and throughput.
+console/static/console/dashboard.js polls the JSON endpoints every 2 s to refresh both.
+
+Every query is bounded on big tables: counts by state use the (project, state) index, the rate
+windows and the chart the (project, fetched_at) index, the error lists only the failed rows.
+"""
+
+from datetime import datetime, timedelta
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import TruncMinute
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.text import Truncator
+from django.views.decorators.http import require_POST
+
+from console import jobs
+from console.models import Job
+from console.selectors import broker_queue_lengths, project_errors, project_progress, stage_backlog
+from console.workers import stage_warnings, workers_alive, workers_snapshot
+from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES
+from crawl.models import Page, Project
+from media.models import MediaAsset
+
+WINDOWS = {"5m": 5, "1h": 60, "1d": 24 * 60}  # minutes, as pyspider shows them
+CHART_MINUTES = 60
+TOP = 20
+
+
+def dashboard_view(request: HttpRequest) -> HttpResponse:
+    _check_permission(request)
+    if not request.GET.get("project"):
+        context = {
+            **admin.site.each_context(request),
+            "title": "Crawl overview",
+            "overview": overview_snapshot(),
+        }
+        return render(request, "console/overview.html", context)
+    project = _chosen_project(request)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Crawl dashboard",
+        "projects": Project.objects.order_by("name").only("id", "name"),
+        "project": project,
+        "snapshot": dashboard_snapshot(project) if project else None,
+        "page_states": Page.State.values,
+        "asset_states": MediaAsset.State.values,
+        "windows": list(WINDOWS),
+    }
+    return render(request, "console/dashboard.html", context)
+
+
+def dashboard_data(request: HttpRequest) -> JsonResponse:
+    """?project=<id>: the snapshot the page shows, as JSON."""
+    _check_permission(request)
+    project = _chosen_project(request)
+    if project is None:
+        return JsonResponse({"error": "no such project"}, status=404)
+    return JsonResponse(dashboard_snapshot(project))
+
+
+def overview_data(request: HttpRequest) -> JsonResponse:
+    _check_permission(request)
+    return JsonResponse(overview_snapshot())
+
+
+CONTROL = {
+    "start": lambda project, user: jobs.crawl_start(project=project, trigger=Job.Trigger.ADMIN, user=user)[0],
+    "pause": lambda project, user: (job := jobs.job_current(project)) and jobs.job_pause(job=job) and job,
+    "resume": lambda project, user: (job := jobs.job_current(project)) and jobs.job_resume(job=job) and job,
+    "cancel": lambda project, user: (job := jobs.job_current(project)) and jobs.job_cancel(job=job, user=user) and job,
+}
+
+
+@require_POST
+def overview_control(request: HttpRequest) -> JsonResponse:
+    """POST project=<id>&action=start|pause|resume|cancel: the overview's buttons."""
+    if not request.user.has_perm("crawl.change_project"):
+        raise PermissionDenied
+    ref, action = request.POST.get("project", ""), request.POST.get("action", "")
+    project = Project.objects.filter(id=int(ref)).first() if ref.isdigit() else None
+    if project is None or action not in CONTROL:
+        return JsonResponse({"error": "project=<id> and action=start|pause|resume|cancel"}, status=400)
+    job = CONTROL[action](project, request.user)
+    if not job:
+        return JsonResponse(
+            {"ok": False, "error": f"{action}: no job of {project} in a state that allows it"}, status=409
+        )
+    return JsonResponse({"ok": True, "job": job.id, "state": Job.objects.get(id=job.id).state})
+
+
+def _check_permission(request: HttpRequest) -> None:
+    if not request.user.has_perm("crawl.view_project"):
+        raise PermissionDenied
+
+
+def _chosen_project(request: HttpRequest) -> Project | None:
+    """?project=<id>, or the newest project when none is asked for."""
+    ref = request.GET.get("project", "")
+    if ref:
+        return Project.objects.filter(id=int(ref)).first() if ref.isdigit() else None
+    return Project.objects.order_by("-created_at", "-id").first()
+
+
+def overview_snapshot(now: datetime | None = None) -> dict:
+    """Every project in a few grouped queries (not a few per project): its current job, owed work,
+    pages fetched in the last 5 minutes and last error; the live workers; the warnings."""
+    now = now or timezone.now()
+    last_failed = Page.objects.filter(project=OuterRef("pk"), state=Page.State.FAILED).order_by("-updated_at")
+    projects = Project.objects.order_by("name").annotate(
+        last_error_code=Subquery(last_failed.values("error_code")[:1]),
+        last_error_url=Subquery(last_failed.values("url")[:1]),
+    )
+    owed_pages = _by_project(Page.objects.filter(state__in=PAGE_PENDING_STATES))
+    owed_assets = _by_project(MediaAsset.objects.filter(state__in=ASSET_PENDING_STATES))
+    recent = _by_project(Page.objects.filter(fetched_at__gte=now - timedelta(minutes=5)))
+    current = {j.id: j for j in Job.objects.filter(state__in=Job.ACTIVE_STATES)}
+    last = {job.project_id: job for job in _last_jobs()}
+    rows = []
+    for p in projects:
+        job = current.get(p.job_id) or last.get(p.id)
+        rows.append(
+            {
+                "id": p.id,
+                "name": p.name,
+                "slug": p.slug,
+                "status": p.status,
+                "url": reverse("admin-dashboard") + f"?project={p.id}",
+                "job": _job_json(job),
+                "owed": owed_pages.get(p.id, 0) + owed_assets.get(p.id, 0),
+                "per_minute": round(recent.get(p.id, 0) / 5, 1),
+                "last_error": {"code": p.last_error_code, "url": p.last_error_url} if p.last_error_code else None,
+                "actions": _actions(current.get(p.job_id)),
+            }
+        )
+    workers = workers_alive()
+    return {
+        "generated_at": now.isoformat(),
+        "projects": rows,
+        "workers": workers_snapshot(),
+        "warnings": stage_warnings(stage_backlog(), workers=workers)
+        + stage_warnings(_render_backlog(), rendered=True, workers=workers),
+    }
+
+
+def _by_project(rows) -> dict[int, int]:
+    return dict(rows.values_list("project_id").annotate(n=Count("id")).order_by())
+
+
+def _last_jobs():
+    """The newest ended job of each project."""
+    newest = Job.objects.filter(project=OuterRef("project_id")).exclude(state__in=Job.ACTIVE_STATES).order_by("-id")
+    return Job.objects.filter(id=Subquery(newest.values("id")[:1]))
+
+
+def _render_backlog() -> dict[str, int]:
+    queued = Page.objects.filter(state=Page.State.QUEUED, project__render_js=True).count()
+    return {"fetch": queued}
+
+
+def _job_json(job: Job | None) -> dict | None:
+    if job is None:
+        return None
+    counts = jobs.job_counts(job)
+    return {
+        "id": job.id,
+        "state": job.state,
+        "kind": job.kind,
+        "url": reverse("admin:console_job_change", args=[job.id]),
+        "pages_done": counts["pages_done"],
+        "pages_failed": counts["pages_failed"],
+        "pages_per_second": counts["pages_per_second"],
+        "message": job.message,
+    }
+
+
+def _actions(job: Job | None) -> list[str]:
+    if job is None:
+        return ["start"]
+    return ["resume", "cancel"] if job.state == Job.State.PAUSED else ["pause", "cancel"]
+
+
+def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:
+    now = now or timezone.now()
+    progress = project_progress(project)
+    backlog = stage_backlog(project)
+    return {
+        "project": {"id": project.id, "name": project.name, "slug": project.slug, "status": project.status},
+        "job": _job_json(jobs.job_current(project)),
+        "warnings": stage_warnings(backlog, rendered=project.render_js),
+        "generated_at": now.isoformat(),
+        "pages": {state: progress["pages"].get(state, 0) for state in Page.State.values},
+        "assets": {state: progress["assets"].get(state, 0) for state in MediaAsset.State.values},
+        "pending": progress["pending"],
+        "rates": fetch_rates(project, now),
+        "backlog": backlog,
+        "queues": broker_queue_lengths(),
+        "errors_by_code": list(project_errors(project).items())[:TOP],
+        "errors_by_host": errors_by_host(project),
+        "recent_failures": recent_failures(project),
+        "throughput": throughput(project, now),
+    }
+
+
+def fetch_rates(project: Project, now: datetime) -> dict[str, dict]:
+    """Pages fetched in the last 5 minutes, hour and day (one query), and the rate per minute."""
+    since = {name: now - timedelta(minutes=minutes) for name, minutes in WINDOWS.items()}
+    counts = Page.objects.filter(project=project, fetched_at__gte=since["1d"]).aggregate(
+        **{name: Count("id", filter=Q(fetched_at__gte=start)) for name, start in since.items()}
+    )
+    return {
+        name: {"pages": counts[name], "per_minute": round(counts[name] / minutes, 2)}
+        for name, minutes in WINDOWS.items()
+    }
+
+
+def errors_by_host(project: Project) -> list[tuple[str, int]]:
+    failed = Page.objects.filter(project=project, state=Page.State.FAILED)
+    rows = failed.values("host").annotate(n=Count("id")).order_by("-n", "host")[:TOP]
+    return [(row["host"], row["n"]) for row in rows]
+
+
+def recent_failures(project: Project) -> list[dict]:
+    failed = Page.objects.filter(project=project, state=Page.State.FAILED).order_by("-updated_at", "-id")
+    rows = failed.values("id", "url", "error_code", "error_message", "status_code", "updated_at")[:TOP]
+    return [
+        row
+        | {
+            "error_message": Truncator(row["error_message"]).chars(300),
+            "updated_at": row["updated_at"].isoformat(),
+            "admin_url": reverse("admin:crawl_page_change", args=[row["id"]]),
+        }
+        for row in rows
+    ]
+
+
+def throughput(project: Project, now: datetime) -> list[dict]:
+    """Pages fetched per minute over the last CHART_MINUTES minutes, oldest first, quiet minutes as 0."""
+    first = now.replace(second=0, microsecond=0) - timedelta(minutes=CHART_MINUTES - 1)
+    rows = (
+        Page.objects.filter(project=project, fetched_at__gte=first)
+        .annotate(minute=TruncMinute("fetched_at"))
+        .values("minute")
+        .annotate(n=Count("id"))
+    )
+    per_minute = {row["minute"]: row["n"] for row in rows}
+    minutes = (first + timedelta(minutes=i) for i in range(CHART_MINUTES))
+    return [{"minute": m.isoformat(), "pages": per_minute.get(m, 0)} for m in minutes]

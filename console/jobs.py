@@ -1,0 +1,256 @@
+"""Jobs: every run of a project is one, begun by the admin, the API, a command or a schedule tick.
+
+A project runs at most one job at a time (Project.job_id). Its pages and assets are stamped with
+that id when a stage claims them, so a job's counts are its rows, read live while it runs and kept
+in `stats` when it ends. `jobs_tick` (beat, every few seconds; the crawl command calls it too)
+starts the jobs whose first row was claimed and ends those whose project owes no more work.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from console import control
+from console.models import Job
+from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job_scope
+from crawl.models import Page, Project
+from media.models import MediaAsset
+from scrape.models import Item
+
+log = logging.getLogger("crawlhub.jobs")
+
+ACTIVE = Job.ACTIVE_STATES
+
+
+def job_current(project: Project) -> Job | None:
+    """The project's job that has not ended, if any."""
+    if not project.job_id:
+        return None
+    return Job.objects.filter(id=project.job_id, state__in=ACTIVE).first()
+
+
+@transaction.atomic
+def job_begin(*, project: Project, kind: str, trigger: str, user=None, retry_of: Job | None = None) -> tuple[Job, bool]:
+    """The project's running job if it has one (the action joins it), else a new queued job that
+    becomes the project's. Returns (job, created)."""
+    locked = Project.objects.select_for_update().get(id=project.id)
+    current = job_current(locked)
+    if current is not None:
+        return current, False
+    user = user if user is not None and getattr(user, "is_authenticated", False) else None
+    job = Job.objects.create(project=project, kind=kind, trigger=trigger, started_by=user, retry_of=retry_of)
+    Project.objects.filter(id=project.id).update(job_id=job.id)
+    project.job_id = job.id
+    return job, True
+
+
+def job_run(*, project: Project, kind: str, trigger: str, action, user=None, retry_of=None) -> tuple[Job, int]:
+    """Run `action` (it queues rows and returns how many) as a job of the project; its messages
+    carry the job."""
+    return _run(project, kind, trigger, user, action, retry_of)
+
+
+def _run(project: Project, kind: str, trigger: str, user, action, retry_of: Job | None = None) -> tuple[Job, int]:
+    with transaction.atomic():
+        job, _ = job_begin(project=project, kind=kind, trigger=trigger, user=user, retry_of=retry_of)
+        with job_scope(job.id):
+            queued = action()
+        if job.state == Job.State.PAUSED and project.status == Project.Status.ACTIVE:
+            Job.objects.filter(id=job.id).update(state=Job.State.RUNNING)
+            job.state = Job.State.RUNNING
+    return job, queued
+
+
+def crawl_start(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
+    """Start (or resume) the project as a job: its seeds and every owed row are published."""
+    return _run(project, Job.Kind.CRAWL, trigger, user, lambda: control.project_start(project=project))
+
+
+def crawl_recrawl(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
+    """Fetch the project's finished pages again (conditional GET) as a job."""
+
+    def action():
+        control.project_activate(project=project)
+        return control.pages_recrawl(project=project)
+
+    return _run(project, Job.Kind.RECRAWL, trigger, user, action)
+
+
+def crawl_reextract(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
+    """Extract the project's stored pages again (rules changed) as a job; nothing is refetched."""
+    from scrape.services import pages_reextract
+
+    def action():
+        control.project_activate(project=project)
+        return pages_reextract(project=project)
+
+    return _run(project, Job.Kind.REEXTRACT, trigger, user, action)
+
+
+def job_retry_failed(*, job: Job, trigger: str, user=None) -> tuple[Job, int]:
+    """Retry the job's failed pages and assets as a new job (it joins the project's running job,
+    if there is one). Returns the job and the rows queued."""
+    project = job.project
+
+    def action():
+        control.project_activate(project=project)
+        pages = control.pages_retry(pages=Page.objects.filter(job_id=job.id, state=Page.State.FAILED))
+        assets = control.assets_retry(assets=MediaAsset.objects.filter(job_id=job.id, state=MediaAsset.State.FAILED))
+        return pages + assets
+
+    return _run(project, Job.Kind.RETRY, trigger, user, action, retry_of=job)
+
+
+@transaction.atomic
+def job_pause(*, job: Job) -> bool:
+    """Stop handing out the job's work (batches already claimed finish; nothing is lost)."""
+    if job.state not in (Job.State.QUEUED, Job.State.RUNNING):
+        return False
+    control.project_pause(project=job.project)
+    Job.objects.filter(id=job.id).update(state=Job.State.PAUSED)
+    job.state = Job.State.PAUSED
+    return True
+
+
+@transaction.atomic
+def job_resume(*, job: Job) -> bool:
+    if job.state != Job.State.PAUSED:
+        return False
+    with job_scope(job.id):
+        control.project_resume(project=job.project)
+    state = Job.State.RUNNING if job.started_at else Job.State.QUEUED
+    Job.objects.filter(id=job.id).update(state=state)
+    job.state = state
+    return True
+
+
+@transaction.atomic
+def job_cancel(*, job: Job, user=None) -> bool:
+    """End the job now: the project is paused, so its messages still in the queues claim nothing
+    (they are dropped when a worker takes them) and its queued rows stay queued; batches already
+    claimed finish, and a killed one's rows come back through the reaper. Starting the project
+    again is a new job that resumes exactly where this one stopped."""
+    job = Job.objects.select_for_update().get(id=job.id)
+    if not job.active:
+        return False
+    control.project_pause(project=job.project)
+    who = f" by {user}" if user is not None and getattr(user, "is_authenticated", False) else ""
+    owed = Page.objects.filter(project=job.project, state__in=PAGE_PENDING_STATES).count()
+    _end(job, Job.State.CANCELLED, f"cancelled{who}; {owed} pages left owed, Start resumes them")
+    return True
+
+
+def job_fail(*, job: Job, message: str) -> None:
+    """End a job that could not run at all (say, every seed was refused)."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(id=job.id)
+        if job.active:
+            _end(job, Job.State.FAILED, message)
+
+
+def _end(job: Job, state: str, message: str) -> None:
+    now = timezone.now()
+    job.stats = job_counts(job, now=now)
+    job.state, job.finished_at, job.message = state, now, message
+    job.save(update_fields=["stats", "state", "finished_at", "message"])
+    Project.objects.filter(id=job.project_id, job_id=job.id).update(job_id=None)
+
+
+def jobs_tick() -> dict[str, int]:
+    """Start the queued jobs one of whose rows was claimed, and end the running ones whose project
+    owes no more work: failed when every page it processed failed, succeeded otherwise."""
+    started = ended = 0
+    for job in Job.objects.filter(state__in=(Job.State.QUEUED, Job.State.RUNNING)).select_related("project"):
+        if job.state == Job.State.QUEUED and _claimed_any(job):
+            started += Job.objects.filter(id=job.id, state=Job.State.QUEUED).update(
+                state=Job.State.RUNNING, started_at=timezone.now()
+            )
+        if job.project.status == Project.Status.ACTIVE and not _owes_work(job.project_id):
+            ended += job_finish(job=job)
+    return {"started": started, "ended": ended}
+
+
+def job_finish(*, job: Job) -> bool:
+    """End the job if its project owes no more work. True if it ended now."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(id=job.id)
+        if job.state not in (Job.State.QUEUED, Job.State.RUNNING) or _owes_work(job.project_id):
+            return False
+        counts = job_counts(job)
+        done, failed = counts["pages_done"], counts["pages_failed"]
+        if failed and not done:
+            state, message = Job.State.FAILED, f"every page failed ({failed}); see the errors below"
+        else:
+            state = Job.State.SUCCEEDED
+            message = f"{done} pages done, {failed} failed" if done or failed else "nothing was owed"
+        if job.started_at is None:
+            job.started_at = job.created_at
+            job.save(update_fields=["started_at"])
+        _end(job, state, message)
+    return True
+
+
+def _claimed_any(job: Job) -> bool:
+    return Page.objects.filter(job_id=job.id).exists() or MediaAsset.objects.filter(job_id=job.id).exists()
+
+
+def _owes_work(project_id: int) -> bool:
+    pages = Page.objects.filter(project_id=project_id, state__in=PAGE_PENDING_STATES)
+    assets = MediaAsset.objects.filter(project_id=project_id, state__in=ASSET_PENDING_STATES)
+    return pages.exists() or assets.exists()
+
+
+def job_counts(job: Job, *, now=None) -> dict:
+    """The job's counts from its rows: pages by state, items, assets, bytes, errors by code, rate.
+    An ended job's are the ones kept when it ended."""
+    if not job.active and job.stats:
+        return job.stats
+    pages = Page.objects.filter(job_id=job.id)
+    by_state = dict(pages.values_list("state").annotate(n=Count("id")))
+    assets = MediaAsset.objects.filter(job_id=job.id)
+    asset_states = dict(assets.values_list("state").annotate(n=Count("id")))
+    page_bytes = pages.filter(state=Page.State.DONE).aggregate(b=Sum("content_length"))["b"] or 0
+    asset_bytes = assets.filter(state=MediaAsset.State.DONE).aggregate(b=Sum("size"))["b"] or 0
+    errors: dict[str, int] = {}
+    for rows in (pages, assets):
+        failed = rows.filter(state="failed").values_list("error_code").annotate(n=Count("id"))
+        for code, n in failed:
+            errors[code or "error"] = errors.get(code or "error", 0) + n
+    done, failed = by_state.get(Page.State.DONE, 0), by_state.get(Page.State.FAILED, 0)
+    begun = job.started_at or job.created_at
+    seconds = max(((job.finished_at or now or timezone.now()) - begun).total_seconds(), 0.0)
+    return {
+        "pages": by_state,
+        "pages_done": done,
+        "pages_failed": failed,
+        "pages_pending": sum(by_state.get(s, 0) for s in PAGE_PENDING_STATES),
+        "items": Item.objects.filter(page__job_id=job.id).count(),
+        "assets_done": asset_states.get(MediaAsset.State.DONE, 0),
+        "assets_failed": asset_states.get(MediaAsset.State.FAILED, 0),
+        "bytes": page_bytes + asset_bytes,
+        "errors": dict(sorted(errors.items(), key=lambda kv: -kv[1])),
+        "seconds": round(seconds, 2),
+        "pages_per_second": round((done + failed) / seconds, 2) if seconds else 0.0,
+    }
+
+
+def job_failures(job: Job, *, limit: int = 50) -> list[dict]:
+    """The job's failed pages and assets, newest first: URL, error code and message."""
+    rows = []
+    for model, kind in ((Page, "page"), (MediaAsset, "asset")):
+        failed = model.objects.filter(job_id=job.id, state="failed").order_by("-updated_at")
+        for url, code, message, at in failed.values_list("url", "error_code", "error_message", "updated_at")[:limit]:
+            rows.append({"kind": kind, "url": url, "code": code, "message": message, "at": at})
+    return sorted(rows, key=lambda r: r["at"], reverse=True)[:limit]
+
+
+def jobs_recent(project: Project | None = None, *, since: timedelta | None = None):
+    jobs = Job.objects.select_related("project", "started_by")
+    if project is not None:
+        jobs = jobs.filter(project=project)
+    if since is not None:
+        jobs = jobs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=timezone.now() - since))
+    return jobs

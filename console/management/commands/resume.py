@@ -1,0 +1,30 @@
+"""python manage.py resume PROJECT: make a paused project (and its job) active and republish its work."""
+
+from django.core.management.base import BaseCommand
+
+from console import jobs
+from console.control import project_resume
+from console.management.commands._project import project_arg
+from console.models import Job
+
+
+class Command(BaseCommand):
+    help = (
+        "Resume a paused project: it becomes active and its queued pages, fetched pages and queued assets "
+        "are published to the workers again (its paused job runs again). Harmless on an active project."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("project", help="project slug, name or id")
+
+    def handle(self, *args, **opts):
+        project = project_arg(opts["project"])
+        was = project.status
+        job = jobs.job_current(project)
+        if job is not None and job.state == Job.State.PAUSED:
+            jobs.job_resume(job=job)
+            self.stdout.write(f"{project.slug}: job {job.id} resumed")
+            return
+        published = project_resume(project=project)
+        state = "resumed" if was != project.status else "already active"
+        self.stdout.write(f"{project.slug}: {state}; {published} queued pages published")

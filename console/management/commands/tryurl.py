@@ -1,0 +1,55 @@
+"""python manage.py tryurl URL [--project NAME] [--allow-private] [--json]: the extraction debugger."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from console.management.commands._project import project_arg
+from scrape.debugger import trial_report, try_url
+
+
+class Command(BaseCommand):
+    help = (
+        "Fetch one URL through the real client and show headers, robots.txt's decision, extracted fields, "
+        "items, links to follow and media found. Nothing is stored."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("url", help="the page to fetch and extract")
+        parser.add_argument("--project", help="use this project's rules, spider, API mode and request settings")
+        parser.add_argument("--allow-private", action="store_true", help="allow loopback and private addresses")
+        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    def handle(self, *args, **opts):
+        project = None
+        if opts["project"]:
+            project = project_arg(opts["project"])
+        report = trial_report(try_url(opts["url"], project=project, allow_private=opts["allow_private"]))
+        if opts["json"]:
+            self.stdout.write(json.dumps(report, default=str, ensure_ascii=False, indent=2))
+        else:
+            self._print(report)
+        if report["error"]:
+            raise CommandError(report["error"])
+
+    def _print(self, report: dict) -> None:
+        out = self.stdout.write
+        out(f"URL      {report['url']}\nstatus   {report['status']}\nrobots   {report['robots']}")
+        for name, value in report["headers"].items():
+            out(f"  {name}: {value}")
+        for section in ("page", "fields"):
+            if section in report:
+                out(f"\n[{section}]")
+                for key, value in report[section].items():
+                    out(f"  {key}: {json.dumps(value, ensure_ascii=False, default=str)[:500]}")
+        for item in report.get("items", []):
+            out(f"\n[item {item['kind']} #{item['position']}] {json.dumps(item['data'], ensure_ascii=False)[:1500]}")
+            for error in item["errors"]:
+                out(f"  error: {error}")
+        out(f"\n[links to follow: {len(report.get('links', []))}]")
+        for link in report.get("links", []):
+            out(f"  {link}")
+        out(f"\n[media: {len(report.get('media', []))}]")
+        for media in report.get("media", []):
+            out(f"  {media['kind']:6} {media['url']}")
+        out("\nnothing was stored")

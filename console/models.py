@@ -1,0 +1,101 @@
+"""Jobs (every run of a project is one), their logs, and the workers' heartbeats."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Job(models.Model):
+    """One run of a project: a start (admin, API, `crawl`), a scheduled recrawl tick, a recrawl, a
+    re-extraction or a retry of failures. Its rows are the pages and assets stamped with its id
+    (crawl_page.job_id), so its counts are read from them while it runs and kept in `stats` when it
+    ends."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        PAUSED = "paused", "paused"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    class Kind(models.TextChoices):
+        CRAWL = "crawl", "crawl"
+        RECRAWL = "recrawl", "recrawl"
+        SCHEDULED = "scheduled", "scheduled recrawl"
+        REEXTRACT = "reextract", "re-extract"
+        RETRY = "retry", "retry failed"
+
+    class Trigger(models.TextChoices):
+        ADMIN = "admin", "admin"
+        API = "api", "API"
+        COMMAND = "command", "command"
+        SCHEDULE = "schedule", "schedule"
+
+    ACTIVE_STATES = (State.QUEUED, State.RUNNING, State.PAUSED)
+
+    project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.CRAWL)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, help_text="What started it.")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries", help_text="Failures retried."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="First row claimed for it.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    message = models.TextField(blank=True, default="", help_text="Why it ended as it did.")
+    stats = models.JSONField(default=dict, blank=True, help_text="Its counts, kept when it ended.")
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["project", "-id"], name="job_project_recent")]
+
+    def __str__(self) -> str:
+        return f"job {self.id} ({self.kind}, {self.state})"
+
+    @property
+    def active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+
+class JobLogEntry(models.Model):
+    """A warning or error logged by a task of the job, kept with it (at most
+    CONSOLE_JOB_LOG_LIMIT a job), so nobody needs a shell on a worker to see why it failed."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log")
+    at = models.DateTimeField(default=timezone.now)
+    level = models.CharField(max_length=10)
+    logger = models.CharField(max_length=100, blank=True, default="")
+    worker = models.CharField(max_length=200, blank=True, default="")
+    url = models.TextField(blank=True, default="")
+    code = models.CharField(max_length=40, blank=True, default="")
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "job log entries"
+
+    def __str__(self) -> str:
+        return f"{self.level} {self.message[:60]}"
+
+
+class WorkerBeat(models.Model):
+    """A Celery worker's heartbeat: its name, the queues it consumes, when it was last seen. Works on
+    every broker (the embedded one has no remote control)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    queues = models.CharField(max_length=300, help_text="Queues it consumes, comma-separated.")
+    concurrency = models.PositiveSmallIntegerField(default=0)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(default=timezone.now)
+    seen_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def queue_list(self) -> list[str]:
+        return [q for q in self.queues.split(",") if q]

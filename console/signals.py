@@ -1,0 +1,156 @@
+"""The console's hooks into the pipeline and its workers: beat's recrawl ticks become jobs, the
+warnings of a job's tasks are kept with the job, and every worker reports the queues it consumes."""
+
+import contextlib
+import logging
+import os
+import threading
+
+from celery import signals as celery_signals
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.dispatch import receiver
+from django.utils import timezone
+
+from crawl.frontier.stages import CURRENT_JOB
+from crawl.signals import recrawl_dispatched
+
+log = logging.getLogger("crawlhub.console")
+
+
+@receiver(recrawl_dispatched, dispatch_uid="console.recrawl_dispatched")
+def recrawl_tick_job(sender, project_id: int, page_ids: list[int], **kwargs) -> None:
+    """A tick that queued pages is a job (a scheduled recrawl), unless the project already runs one,
+    which the pages then join. Its messages carry the job (published after this commit)."""
+    from console.jobs import job_begin
+    from console.models import Job
+    from crawl.models import Project
+
+    project = Project.objects.get(id=project_id)
+    job, _ = job_begin(project=project, kind=Job.Kind.SCHEDULED, trigger=Job.Trigger.SCHEDULE)
+    CURRENT_JOB.set(job.id)  # the task's own context: cleared when the task ends
+
+
+class JobLogHandler(logging.Handler):
+    """Keeps WARNING and worse records logged on behalf of a job (the task's message named it) as
+    JobLogEntry rows, at most CONSOLE_JOB_LOG_LIMIT a job; anything it cannot write is dropped, never
+    raised into the task."""
+
+    _local = threading.local()
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.written: dict[int, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        job = getattr(record, "job", None) or CURRENT_JOB.get()
+        if not job or getattr(self._local, "busy", False) or record.name.startswith("django.db"):
+            return
+        limit = settings.CONSOLE_JOB_LOG_LIMIT
+        self._local.busy = True
+        try:
+            from console.models import JobLogEntry
+
+            if job not in self.written:
+                self.written[job] = JobLogEntry.objects.filter(job_id=job).count()
+            if self.written[job] >= limit:
+                return
+            self.written[job] += 1
+            entry = JobLogEntry(
+                job_id=job,
+                level=record.levelname,
+                logger=record.name[:100],
+                worker=_worker_name()[:200],
+                url=str(getattr(record, "url", "") or ""),
+                code=str(getattr(record, "code", "") or "")[:40],
+                message=_message(record)[:4000],
+            )
+            with transaction.atomic():  # a savepoint inside a task's transaction: its failure stays here
+                entry.save()
+        except Exception:
+            pass
+        finally:
+            self._local.busy = False
+
+
+def _message(record: logging.LogRecord) -> str:
+    try:
+        text = record.getMessage()
+    except Exception:
+        text = str(record.msg)
+    if record.exc_info and record.exc_info[1] is not None:
+        text += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+    return text
+
+
+def _worker_name() -> str:
+    from celery import current_task
+
+    request = getattr(current_task, "request", None)
+    return getattr(request, "hostname", None) or f"pid {os.getpid()}"
+
+
+def job_log_install() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(h, JobLogHandler) for h in root.handlers):
+        root.addHandler(JobLogHandler())
+
+
+job_log_install()
+
+
+# --- worker heartbeats ----------------------------------------------------------------------------
+
+_beat_stop = threading.Event()
+_beat_name: list[str] = []
+
+
+@celery_signals.worker_ready.connect(dispatch_uid="console.worker_ready", weak=False)
+def worker_ready(sender=None, **kwargs) -> None:
+    """Report this worker's queues now and every CONSOLE_HEARTBEAT_SECONDS, from a thread of the
+    worker's main process (so a busy pool does not delay it)."""
+    name = getattr(sender, "hostname", None) or f"worker-{os.getpid()}"
+    queues = sorted(q.name for q in getattr(getattr(sender, "task_consumer", None), "queues", []) or [])
+    if not queues:
+        queues = sorted(getattr(sender.app.amqp.queues, "consume_from", {}) or [])
+    concurrency = getattr(getattr(sender, "pool", None), "num_processes", 0) or 0
+    _beat_stop.clear()
+    _beat_name[:] = [name]
+    thread = threading.Thread(
+        target=_heartbeat, args=(name, ",".join(queues), concurrency), name="crawlhub-heartbeat", daemon=True
+    )
+    thread.start()
+
+
+def _heartbeat(name: str, queues: str, concurrency: int) -> None:
+    from console.models import WorkerBeat
+
+    started = timezone.now()
+    while True:
+        try:
+            close_old_connections()
+            WorkerBeat.objects.update_or_create(
+                name=name,
+                defaults={
+                    "queues": queues[:300],
+                    "concurrency": concurrency,
+                    "pid": os.getpid(),
+                    "started_at": started,
+                    "seen_at": timezone.now(),
+                },
+            )
+        except Exception as exc:
+            log.info("worker heartbeat not written: %r", exc)
+        if _beat_stop.wait(settings.CONSOLE_HEARTBEAT_SECONDS):
+            break
+
+
+@celery_signals.worker_shutdown.connect(dispatch_uid="console.worker_shutdown", weak=False)
+def worker_shutdown(**kwargs) -> None:
+    """A worker that stops cleanly leaves the list at once (a killed one ages out of it)."""
+    from console.models import WorkerBeat
+
+    _beat_stop.set()
+    for name in _beat_name:
+        with contextlib.suppress(Exception):
+            WorkerBeat.objects.filter(name=name).delete()

@@ -1,0 +1,105 @@
+// The crawl overview: every project with its current job, polled every 2 s; the buttons post to
+// the control endpoint and the table is drawn again from the answer's next poll. Plain DOM.
+(function () {
+  "use strict";
+
+  const POLL_MS = 2000;
+  const root = document.getElementById("overview");
+  if (!root) return;
+  const csrf = root.querySelector("input[name=csrfmiddlewaretoken]").value;
+
+  function cell(text, className) {
+    const td = document.createElement("td");
+    td.textContent = text == null ? "–" : String(text);
+    if (className) td.className = className;
+    return td;
+  }
+
+  function link(text, href) {
+    const a = document.createElement("a");
+    a.href = href;
+    a.textContent = text;
+    return a;
+  }
+
+  function control(project, action) {
+    const body = new URLSearchParams({ project: String(project), action: action });
+    return fetch(root.dataset.control, {
+      method: "POST",
+      headers: { "X-CSRFToken": csrf, "Content-Type": "application/x-www-form-urlencoded" },
+      body: body,
+      credentials: "same-origin",
+    }).then(poll);
+  }
+
+  function projectRow(p) {
+    const tr = document.createElement("tr");
+    tr.dataset.project = p.slug;
+    const name = document.createElement("td");
+    name.appendChild(link(p.name, p.url));
+    tr.appendChild(name);
+    tr.appendChild(cell(p.status));
+    const job = document.createElement("td");
+    if (p.job) job.appendChild(link("job " + p.job.id + " (" + p.job.kind + ")", p.job.url));
+    else job.textContent = "–";
+    tr.appendChild(job);
+    const state = document.createElement("td");
+    if (p.job) {
+      const badge = document.createElement("span");
+      badge.className = "job-state job-" + p.job.state;
+      badge.textContent = p.job.state;
+      state.appendChild(badge);
+    } else state.textContent = "–";
+    tr.appendChild(state);
+    tr.appendChild(cell(p.job ? p.job.pages_done + " / " + p.job.pages_failed : null, "num"));
+    tr.appendChild(cell(p.per_minute, "num"));
+    tr.appendChild(cell(p.owed, "num"));
+    tr.appendChild(cell(p.last_error ? p.last_error.code + " " + p.last_error.url : ""));
+    const buttons = document.createElement("td");
+    for (const action of p.actions) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "button overview-" + action;
+      b.textContent = action.charAt(0).toUpperCase() + action.slice(1);
+      b.addEventListener("click", () => { b.disabled = true; control(p.id, action); });
+      buttons.appendChild(b);
+    }
+    tr.appendChild(buttons);
+    return tr;
+  }
+
+  function render(data) {
+    document.getElementById("overview-updated").textContent = data.generated_at;
+    document.getElementById("overview-projects").replaceChildren(...data.projects.map(projectRow));
+    document.getElementById("overview-warnings").replaceChildren(
+      ...data.warnings.map((w) => {
+        const li = document.createElement("li");
+        li.className = "warning";
+        li.textContent = w;
+        return li;
+      })
+    );
+    const workers = data.workers.map((w) => {
+      const tr = document.createElement("tr");
+      tr.append(cell(w.name), cell(w.queues.join(", ")), cell(w.concurrency, "num"), cell(w.seen_seconds_ago, "num"));
+      return tr;
+    });
+    if (!workers.length) {
+      const tr = document.createElement("tr");
+      tr.appendChild(cell("no worker alive: nothing will be crawled"));
+      workers.push(tr);
+    }
+    document.getElementById("overview-workers").replaceChildren(...workers);
+    root.classList.remove("stale");
+  }
+
+  function poll() {
+    return fetch(root.dataset.url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
+      .then(render)
+      .catch(() => root.classList.add("stale"));
+  }
+
+  render(JSON.parse(document.getElementById("overview-initial").textContent));
+  setInterval(poll, POLL_MS);
+})();

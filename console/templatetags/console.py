@@ -1,0 +1,14 @@
+"""{% workers_panel %}: the workers alive, their queues, and the stages nobody consumes (admin index)."""
+
+from django import template
+
+from console.selectors import stage_backlog
+from console.workers import stage_warnings, workers_alive
+
+register = template.Library()
+
+
+@register.inclusion_tag("console/workers_panel.html")
+def workers_panel() -> dict:
+    workers = workers_alive()
+    return {"workers": workers, "warnings": stage_warnings(stage_backlog(), workers=workers)}
