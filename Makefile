@@ -1,16 +1,18 @@
-# crawlhub: the two commands a new user needs are `make crawl URL=...` and `make test`.
+# crawlhub: the three commands a new user needs are `make crawl URL=...`, `make test` and `make serve`.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
+PORT ?= 8000
 
-.PHONY: help install install-dev migrate crawl test faults bench lint format worker-fetch worker-extract worker-download beat flower services system-deps clean
+.PHONY: help install install-dev install-web migrate crawl serve test faults bench lint format worker-fetch worker-extract worker-download beat flower services system-deps clean
 
 help:
 	@echo "make crawl URL=https://example.com/ [ARGS='--max-pages 100']   crawl on the embedded default (SQLite, no servers)"
 	@echo "make test                                                      run the whole test suite"
+	@echo "make serve [PORT=8000]                                         the console (admin, overview, API) with its workers and beat"
 	@echo "make faults                                                    the fault-injection suite, with its ledger table"
 	@echo "make bench                                                     throughput beside the Scrapy peer (bench/README.md)"
 	@echo "make worker-fetch | worker-extract | worker-download | beat    distributed processes (set DATABASE_URL, CELERY_BROKER_URL)"
@@ -27,8 +29,13 @@ $(VENV)/.installed-dev: requirements/base.txt requirements/dev.txt requirements/
 	$(BIN)/pip install -q -r requirements/dev.txt -r requirements/prod.txt
 	touch $@ $(VENV)/.installed-base
 
+$(VENV)/.installed-web: requirements/base.txt requirements/prod.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements/prod.txt
+	touch $@ $(VENV)/.installed-base
+
 install: $(VENV)/.installed-base
 install-dev: $(VENV)/.installed-dev
+install-web: $(VENV)/.installed-web
 
 migrate: install
 	$(BIN)/python manage.py migrate --noinput -v 0
@@ -36,6 +43,10 @@ migrate: install
 crawl: migrate
 	@test -n "$(URL)" || (echo "usage: make crawl URL=https://example.com/ [ARGS=...]" >&2; exit 2)
 	$(BIN)/python manage.py crawl $(URL) $(ARGS)
+
+# The console on 127.0.0.1:$(PORT): web server, embedded workers and beat in one command (Ctrl-C stops all).
+serve: install-web
+	$(BIN)/python manage.py serve --port $(PORT) $(ARGS)
 
 services:
 	@bash scripts/services.sh

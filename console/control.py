@@ -100,7 +100,7 @@ def host_unblock(*, host: str) -> int:
 
 
 def _sync_schedule(project: Project) -> None:
-    from .schedules import schedule_sync
+    from crawl.services.schedules import schedule_sync
 
     schedule_sync(project)
 

@@ -104,6 +104,32 @@ def job_retry_failed(*, job: Job, trigger: str, user=None) -> tuple[Job, int]:
     return _run(project, Job.Kind.RETRY, trigger, user, action, retry_of=job)
 
 
+def crawl_retry_failed(*, project: Project, trigger: str, user=None, error_code: str | None = None) -> tuple[Job, int]:
+    """Retry every failed page of the project (optionally of one error code) as a job."""
+
+    def action():
+        control.project_activate(project=project)
+        return control.project_retry_failed(project=project, error_code=error_code)
+
+    return _run(project, Job.Kind.RETRY, trigger, user, action)
+
+
+def project_pause(*, project: Project) -> bool:
+    """Pause the project's job, or the project itself when it runs none."""
+    job = job_current(project)
+    return job_pause(job=job) if job else control.project_pause(project=project)
+
+
+def project_resume(*, project: Project) -> bool:
+    """Resume the project's paused job, or the project itself when it has none."""
+    job = job_current(project)
+    if job is not None and job.state == Job.State.PAUSED:
+        return job_resume(job=job)
+    was = project.status
+    control.project_resume(project=project)
+    return was != Project.Status.ACTIVE
+
+
 @transaction.atomic
 def job_pause(*, job: Job) -> bool:
     """Stop handing out the job's work (batches already claimed finish; nothing is lost)."""
@@ -141,14 +167,6 @@ def job_cancel(*, job: Job, user=None) -> bool:
     owed = Page.objects.filter(project=job.project, state__in=PAGE_PENDING_STATES).count()
     _end(job, Job.State.CANCELLED, f"cancelled{who}; {owed} pages left owed, Start resumes them")
     return True
-
-
-def job_fail(*, job: Job, message: str) -> None:
-    """End a job that could not run at all (say, every seed was refused)."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update().get(id=job.id)
-        if job.active:
-            _end(job, Job.State.FAILED, message)
 
 
 def _end(job: Job, state: str, message: str) -> None:

@@ -250,7 +250,7 @@ def test_the_dashboard_page_is_for_staff_only(admin_client, client, project):
     page = admin_client.get("/admin/dashboard/", {"project": project.id})
     assert page.status_code == 200
     html = page.content.decode()
-    assert 'id="dashboard-initial"' in html and "crawl/dashboard.js" in html
+    assert 'id="dashboard-initial"' in html and "console/dashboard.js" in html
     assert client.get("/admin/dashboard/").status_code == 302
     assert client.get("/admin/dashboard/data/", {"project": project.id}).status_code == 302
     assert "/admin/dashboard/" in admin_client.get("/admin/").content.decode(), "linked from the admin index"

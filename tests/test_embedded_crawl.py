@@ -76,9 +76,11 @@ def test_it_records_bad_seeds_as_failed_rows_and_still_completes(site_server, em
         ],
         embedded_env,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    # Every seed refused: each is a failed row saying why, and the command fails, naming the flag.
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "nothing could be crawled" in done.stderr and "--allow-private" in done.stderr
     summary = last_json_line(done.stdout)
-    assert summary["pages_failed"] == 4 and summary["pages_fetched"] == 0
+    assert summary["pages_failed"] == 4 and summary["pages_fetched"] == 0 and summary["state"] == "failed"
     assert summary["errors"] == {"invalid_url": 1, "blocked_scheme": 1, "blocked_address": 2}
 
     done = run_manage(
@@ -97,7 +99,7 @@ def test_it_records_bad_seeds_as_failed_rows_and_still_completes(site_server, em
         ],
         embedded_env,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, "every page failed: the job failed"
     summary = last_json_line(done.stdout)
     assert summary["errors"] == {"http_500": 1, "not_html": 1, "connect_error": 1, "http_404": 1}
     assert site_server.paths().count("/error500") == 3, "a 5xx is retried up to CRAWL_MAX_ATTEMPTS times"

@@ -148,7 +148,7 @@ class ProjectAdmin(admin.ModelAdmin):
         ),
     )
 
-    actions = ("start", "pause", "resume", "cancel", "recrawl_now", "reextract", "export_pages")
+    actions = ("start", "pause", "resume", "cancel", "recrawl_now", "retry_failed", "reextract", "export_pages")
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
@@ -163,13 +163,13 @@ class ProjectAdmin(admin.ModelAdmin):
 
     @admin.action(description="Pause the current job (claimed batches finish, queued work waits)")
     def pause(self, request, queryset):
-        count = sum(jobs.job_pause(job=job) for job in map(jobs.job_current, queryset) if job)
-        self.message_user(request, f"{count} jobs paused.", messages.SUCCESS)
+        count = sum(jobs.project_pause(project=project) for project in queryset)
+        self.message_user(request, f"{count} projects paused.", messages.SUCCESS)
 
     @admin.action(description="Resume the paused job")
     def resume(self, request, queryset):
-        count = sum(jobs.job_resume(job=job) for job in map(jobs.job_current, queryset) if job)
-        self.message_user(request, f"{count} jobs resumed.", messages.SUCCESS)
+        count = sum(jobs.project_resume(project=project) for project in queryset)
+        self.message_user(request, f"{count} projects resumed.", messages.SUCCESS)
 
     @admin.action(description="Cancel the current job (owed work stays queued; Start resumes it)")
     def cancel(self, request, queryset):
@@ -179,6 +179,10 @@ class ProjectAdmin(admin.ModelAdmin):
     @admin.action(description="Recrawl now: a job fetching every finished page again (conditional GET)")
     def recrawl_now(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_recrawl, "recrawling")
+
+    @admin.action(description="Retry failed pages: a job queueing every failed page again")
+    def retry_failed(self, request, queryset):
+        self._jobs(request, queryset, jobs.crawl_retry_failed, "retrying failures")
 
     @admin.action(description="Re-extract: a job extracting the stored pages again (no refetch)")
     def reextract(self, request, queryset):

@@ -11,8 +11,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from console import jobs
 from console.admin.lists import CappedPaginator, recent_values_filter
-from console.control import host_block, host_unblock, pages_requeue, pages_retry, project_retry_failed
+from console.control import host_block, host_unblock, pages_requeue, pages_retry
+from console.models import Job
 from crawl.models import FailedPage, Host, Page, PageVersion, Project, RobotsTxt
 
 FAILED = {"state": Page.State.FAILED}
@@ -134,7 +136,9 @@ class FailedPageAdmin(FrontierAdmin):
     @admin.action(description="Retry every failed page of the selected rows' projects")
     def retry_projects(self, request, queryset):
         projects = Project.objects.filter(id__in=queryset.values("project_id"))
-        count = sum(project_retry_failed(project=project) for project in projects)
+        count = sum(
+            jobs.crawl_retry_failed(project=p, trigger=Job.Trigger.ADMIN, user=request.user)[1] for p in projects
+        )
         self.message_user(request, f"{count} failed pages queued again.", messages.SUCCESS)
 
 

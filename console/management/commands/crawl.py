@@ -22,7 +22,7 @@ from rich.live import Live
 from rich.table import Table
 
 from console import control
-from console.jobs import job_begin, job_counts, job_fail, job_finish, jobs_tick
+from console.jobs import job_begin, job_counts, job_finish, jobs_tick
 from console.models import Job
 from console.selectors import project_progress, project_work_owed
 from crawl.frontier.assets import assets_publish_owed
@@ -129,25 +129,21 @@ class Command(BaseCommand):
         if name is None:
             raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try https://example.com/)")
         project = self._project(name, opts)
-        allowed = self._check_seeds(project, every_url)
+        self._check_seeds(project, every_url)
         job, created = job_begin(project=project, kind=self._kind(opts), trigger=Job.Trigger.COMMAND)
         self.stderr.write(f"{'job' if created else 'joined the running job'} {job.id} of project {project.slug}")
         with job_scope(job.id):
             control.project_activate(project=project)
-            new_ids = seeds_add(project=project, urls=[u for u in opts["urls"] if u in allowed])
-            new_ids += seeds_add(project=project, urls=[u for u in opts["sitemap"] if u in allowed], kind="sitemap")
-            new_ids += seeds_add(project=project, urls=[u for u in opts["feed"] if u in allowed], kind="feed")
+            # Refused seeds are kept too: each becomes a failed row saying why (and the job fails when
+            # nothing else could be crawled).
+            new_ids = seeds_add(project=project, urls=opts["urls"])
+            new_ids += seeds_add(project=project, urls=opts["sitemap"], kind="sitemap")
+            new_ids += seeds_add(project=project, urls=opts["feed"], kind="feed")
             # Work left over from an interrupted run is published now, not after the republish timeout.
             pages_publish_owed(Page.objects.filter(project=project).exclude(id__in=new_ids))
             assets_publish_owed(project.assets.all())
             if opts["recrawl"]:
                 control.pages_recrawl(project=project)
-        if not allowed and not project_work_owed(project):
-            job_fail(job=job, message="every seed was refused")
-            raise CommandError(
-                "nothing to crawl: every seed was refused"
-                + ("" if project.allow_private else " (--allow-private allows loopback and private addresses)")
-            )
         worker = self._start_worker(opts["workers"])
         try:
             try:
@@ -165,7 +161,8 @@ class Command(BaseCommand):
         if not completed:
             raise CommandError(f"crawl did not complete (timeout or interrupted); job {job.id} resumes on the next run")
         if job.state == Job.State.FAILED:
-            raise CommandError(f"job {job.id} failed: {job.message}")
+            hint = " (--allow-private allows loopback and private addresses)" if self._private_refused(summary) else ""
+            raise CommandError(f"nothing could be crawled: job {job.id} failed, {job.message}{hint}")
 
     def _kind(self, opts) -> str:
         return Job.Kind.RECRAWL if opts["recrawl"] else Job.Kind.CRAWL
@@ -189,19 +186,18 @@ class Command(BaseCommand):
             max_per_host=opts["max_per_host"],
         )
 
-    def _check_seeds(self, project: Project, urls: list[str]) -> set[str]:
-        """The URLs that may be seeds; each refused one is named with the reason (and the flag that
-        would allow it)."""
-        allowed = set()
+    def _private_refused(self, summary: dict) -> bool:
+        return bool(summary["errors"].get("blocked_address")) and not summary.get("allow_private")
+
+    def _check_seeds(self, project: Project, urls: list[str]) -> None:
+        """Name each seed that will be refused, with the reason (and the flag that would allow it)."""
         for url in urls:
             problem = seed_problem(url, allow_private=project.allow_private)
             if problem is None:
-                allowed.add(url)
                 continue
             if problem.startswith("blocked_address"):
                 problem = problem.replace(" (allow private networks?)", "") + " (--allow-private allows it)"
             self.stderr.write(f"refused seed {url}: {problem}")
-        return allowed
 
     def _start_worker(self, workers: int | None) -> EmbeddedWorker | None:
         count = workers if workers is not None else (2 if settings.CELERY_EMBEDDED_BROKER else 0)
@@ -275,6 +271,7 @@ class Command(BaseCommand):
         counts = job_counts(job)
         return {
             "project": project.slug,
+            "allow_private": project.allow_private,
             "job": job.id,
             "state": job.state,
             "completed": completed,
