@@ -27,7 +27,7 @@ $(VENV)/.installed-base: requirements/base.txt | $(BIN)/python
 
 $(VENV)/.installed-dev: requirements/base.txt requirements/dev.txt requirements/prod.txt | $(BIN)/python
 	$(BIN)/pip install -q -r requirements/dev.txt -r requirements/prod.txt
-	touch $@ $(VENV)/.installed-base
+	touch $@ $(VENV)/.installed-base $(VENV)/.installed-web
 
 $(VENV)/.installed-web: requirements/base.txt requirements/prod.txt | $(BIN)/python
 	$(BIN)/pip install -q -r requirements/prod.txt

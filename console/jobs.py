@@ -54,10 +54,10 @@ def job_run(*, project: Project, kind: str, trigger: str, action, user=None, ret
 
 
 def _run(project: Project, kind: str, trigger: str, user, action, retry_of: Job | None = None) -> tuple[Job, int]:
-    with transaction.atomic():
-        job, _ = job_begin(project=project, kind=kind, trigger=trigger, user=user, retry_of=retry_of)
-        with job_scope(job.id):
-            queued = action()
+    job, _ = job_begin(project=project, kind=kind, trigger=trigger, user=user, retry_of=retry_of)
+    # The scope holds until after the commit: the action's messages are published then, with the job.
+    with job_scope(job.id), transaction.atomic():
+        queued = action()
         if job.state == Job.State.PAUSED and project.status == Project.Status.ACTIVE:
             Job.objects.filter(id=job.id).update(state=Job.State.RUNNING)
             job.state = Job.State.RUNNING

@@ -3,21 +3,27 @@ hold millions of rows, so lists never count or DISTINCT them whole (crawl/admin_
 
 import difflib
 import re
+import zlib
 
 from django.contrib import admin, messages
-from django.http import Http404
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.http import parse_header_parameters
 from django.utils.text import Truncator
 
 from console import jobs
 from console.admin.lists import CappedPaginator, recent_values_filter
+from console.admin.scrape import item_table
 from console.control import host_block, host_unblock, pages_requeue, pages_retry
 from console.models import Job
-from crawl.models import FailedPage, Host, Page, PageVersion, Project, RobotsTxt
+from crawl.models import FailedPage, Host, Page, PageContent, PageVersion, Project, RobotsTxt
 
 FAILED = {"state": Page.State.FAILED}
+SHOWN = 50  # rows of each related list on a page's detail (links out, items, assets)
 
 
 class PageVersionInline(admin.TabularInline):
@@ -86,15 +92,79 @@ class PageAdmin(FrontierAdmin):
         "project",
     )
     actions = ("retry_pages", "requeue_pages")
+    readonly_fields = [*FrontierAdmin.readonly_fields, "stored_body", "links_out", "page_items", "page_assets"]
+    fieldsets = (
+        ("Fetch", {"fields": (
+            "url", "final_url", ("status_code", "content_type", "redirect_hops"), ("fetched_at", "fetch_ms"),
+            ("fetched_by", "attempts"), ("error_code", "error_message"), "request", "stored_body",
+        )}),
+        ("Content", {"fields": (
+            "title", "content_sha256", ("content_length", "simhash"), "text_hash", ("itag", "extracted_by"),
+        )}),
+        ("Freshness", {"fields": (
+            ("revisit_seconds", "changed_at", "next_fetch_at"), ("etag", "last_modified", "not_modified_at"),
+            ("fetch_count", "change_count"),
+        )}),
+        ("Frontier", {"fields": (
+            ("project", "host", "kind", "is_seed"), ("state", "priority", "depth"), "discovered_from",
+            ("lease_token", "lease_expires_at", "enqueued_at"), "job_id", ("url_key", "created_at", "updated_at"),
+        )}),
+        ("Links out", {"fields": ("links_out",), "description": "Pages first discovered on this one."}),
+        ("Items", {"fields": ("page_items",)}),
+        ("Assets", {"fields": ("page_assets",), "description": "Media this page references."}),
+    )  # fmt: skip
+
+    class Media:
+        css = {"all": ("console/dashboard.css",)}
 
     @admin.action(description="Fetch selected finished or failed pages again now")
     def requeue_pages(self, request, queryset):
         count = pages_requeue(pages=queryset)
         self.message_user(request, f"{count} pages queued again.", messages.SUCCESS)
 
+    @admin.display(description="stored body")
+    def stored_body(self, obj):
+        if not PageContent.objects.filter(page_id=obj.id).exists():
+            return "none stored"
+        url = reverse("admin:crawl_page_body", args=[obj.id])
+        return format_html('<a href="{}">the stored response body, as plain text</a>', url)
+
+    @admin.display(description="pages")
+    def links_out(self, obj):
+        pages = Page.objects.filter(discovered_from_id=obj.id).order_by("id").only("url", "state", "status_code")
+        rows, more = _first_rows(pages)
+        rows = [(reverse("admin:crawl_page_change", args=[p.id]), p.url, p.status_code or p.state) for p in rows]
+        return render_to_string("admin/crawl/page_rows.html", {"rows": rows, "more": more, "shown": SHOWN})
+
+    @admin.display(description="items")
+    def page_items(self, obj):
+        rows, more = _first_rows(obj.items.order_by("kind", "position"))
+        items = [_item_table(item) for item in rows]
+        return render_to_string("admin/crawl/page_items.html", {"items": items, "more": more, "shown": SHOWN})
+
+    @admin.display(description="assets")
+    def page_assets(self, obj):
+        rows, more = _first_rows(obj.asset_links.select_related("asset").order_by("asset_id"))
+        rows = [
+            (reverse("admin:media_mediaasset_change", args=[r.asset_id]), r.asset.url, _asset_note(r.asset))
+            for r in rows
+        ]
+        return render_to_string("admin/crawl/page_rows.html", {"rows": rows, "more": more, "shown": SHOWN})
+
     def get_urls(self):
         diff = path("<int:page_id>/diff/", self.admin_site.admin_view(self.diff_view), name="crawl_page_diff")
-        return [diff, *super().get_urls()]
+        body = path("<int:page_id>/body/", self.admin_site.admin_view(self.body_view), name="crawl_page_body")
+        return [diff, body, *super().get_urls()]
+
+    def body_view(self, request, page_id: int):
+        """The stored response body, decompressed. It is the site's untrusted content, so it is only ever
+        served as plain text, with sniffing and scripts off."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        content = PageContent.objects.filter(page_id=page_id).first()
+        if content is None:
+            return _plain_text(f"Page {page_id} has no stored body: it was not fetched, or its fetch failed.", 404)
+        return _plain_text(_decoded(zlib.decompress(content.body), content.headers))
 
     def diff_view(self, request, page_id: int):
         """The lines that changed between two versions of a page (?a=<version id>&b=<version id>)."""
@@ -106,18 +176,46 @@ class PageAdmin(FrontierAdmin):
         a, b = versions.get(int(wanted[0])), versions.get(int(wanted[1]))
         if a is None or b is None:
             raise Http404("choose two versions of this page")
-        lines = list(
-            difflib.unified_diff(_lines(a.text), _lines(b.text), str(a.fetched_at), str(b.fetched_at), lineterm="")
-        )
         context = {
             **self.admin_site.each_context(request),
             "title": f"Changes of {page.url}",
             "page": page,
             "a": a,
             "b": b,
-            "lines": lines,
+            "rows": _diff_rows(_lines(a.text), _lines(b.text)),
         }
         return render(request, "admin/crawl/page_diff.html", context)
+
+
+def _first_rows(queryset) -> tuple[list, bool]:
+    """The first SHOWN rows, and whether there are more (one row more is read, nothing counted)."""
+    rows = list(queryset[: SHOWN + 1])
+    return rows[:SHOWN], len(rows) > SHOWN
+
+
+def _item_table(item) -> dict:
+    url = reverse("admin:scrape_item_change", args=[item.id])
+    return item_table(kind=item.kind, position=item.position, data=item.data, errors=item.errors, url=url)
+
+
+def _asset_note(asset) -> str:
+    return f"{asset.kind}, {asset.state}" + (f", {asset.error_code}" if asset.error_code else "")
+
+
+def _plain_text(text: str, status: int = 200) -> HttpResponse:
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8", status=status)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+def _decoded(body: bytes, headers: dict) -> str:
+    """The body in the charset its Content-Type names (UTF-8 when none or unknown), bad bytes replaced."""
+    charset = parse_header_parameters(headers.get("content-type", ""))[1].get("charset") or "utf-8"
+    try:
+        return body.decode(charset, "replace")
+    except (LookupError, ValueError):  # an unknown name; a codec that only allows strict errors
+        return body.decode("utf-8", "replace")
 
 
 @admin.register(FailedPage)
@@ -187,3 +285,20 @@ class RobotsTxtAdmin(admin.ModelAdmin):
 def _lines(text: str) -> list[str]:
     """Visible text has no line breaks of its own: one sentence a line keeps diffs readable."""
     return [line for line in re.split(r"(?<=[.!?])\s+", text) if line]
+
+
+def _diff_rows(old: list[str], new: list[str]) -> list[tuple[str, int | None, int | None, str]]:
+    """The changes as (kind, old line number, new line number, text) rows, kind "del", "add" or "same"
+    (three lines of context), with a "gap" row where unchanged lines are left out."""
+    rows = []
+    for group in difflib.SequenceMatcher(None, old, new, autojunk=False).get_grouped_opcodes(3):
+        _, i1, _, j1, _ = group[0]
+        if i1 or j1:
+            rows.append(("gap", i1 + 1, j1 + 1, ""))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                rows += [("same", i + 1, j + 1, old[i]) for i, j in zip(range(i1, i2), range(j1, j2), strict=True)]
+                continue
+            rows += [("del", i + 1, None, old[i]) for i in range(i1, i2)]
+            rows += [("add", None, j + 1, new[j]) for j in range(j1, j2)]
+    return rows

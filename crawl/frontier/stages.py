@@ -88,7 +88,13 @@ def publish_download(asset_ids: list[int], *, countdown: float = 0.0, batch: int
 
 
 def after_commit(publish, ids, *args, **kwargs) -> None:
-    """Publish once the surrounding transaction commits (at once when there is none)."""
+    """Publish once the surrounding transaction commits (at once when there is none), on behalf of
+    the job current now."""
     if ids:
-        ids = list(ids)
-        transaction.on_commit(lambda: publish(ids, *args, **kwargs))
+        ids, job = list(ids), CURRENT_JOB.get()
+
+        def send():
+            with job_scope(job):
+                publish(ids, *args, **kwargs)
+
+        transaction.on_commit(send)
