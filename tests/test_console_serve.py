@@ -4,6 +4,7 @@ overview and sees the job run and succeed; its page shows its counts and a faili
 Screenshots of the overview, the job page and Try-a-URL are kept under var/test-artifacts/."""
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -143,6 +144,7 @@ def test_a_new_user_serves_the_console_starts_a_crawl_and_reads_its_job(site, si
             (job_id,),
         ).fetchone()
     assert state == "succeeded"
+    assert json.loads(stats_json)["pages_done"] == done[0], "an ended job keeps its counts"
     assert done[0] >= len(site.pages), "every reachable page was crawled by the job"
     assert f"{done[0]} / " in overview_text
     assert f"{done[0]} pages done" in job_text, job_text[:500]
