@@ -64,25 +64,56 @@ class RuleSetAdmin(admin.ModelAdmin):
     readonly_fields = ("version",)
 
 
+SELECTOR_KINDS = [("css", "CSS"), ("xpath", "XPath")]
+MAX_VALUE_CHARS = 1000  # of one field's value in an item table
+
+
 class TryForm(forms.Form):
     url = forms.CharField(max_length=2000)
     project = forms.ModelChoiceField(Project.objects.all(), required=False, help_text="Its rules and settings.")
     allow_private = forms.BooleanField(required=False)
+    selector = forms.CharField(
+        max_length=1000, required=False, help_text="Optional: a selector to try on the fetched page before saving it."
+    )
+    selector_type = forms.TypedChoiceField(choices=SELECTOR_KINDS, required=False, empty_value="css")
 
 
 @staff_member_required
 def try_url_view(request):
     """Fetch one URL with the real client and show its whole extraction; stores nothing."""
     form = TryForm(request.POST or None)
-    report = None
+    context = {**admin.site.each_context(request), "title": "Try a URL", "form": form}
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        report = trial_report(try_url(data["url"], project=data["project"], allow_private=data["allow_private"]))
-    context = {
-        **admin.site.each_context(request),
-        "title": "Try a URL",
-        "form": form,
-        "report": report,
-        "pretty": json.dumps(report, indent=2, ensure_ascii=False, default=str) if report else "",
-    }
+        trial = try_url(data["url"], project=data["project"], allow_private=data["allow_private"])
+        context |= _report_context(trial_report(trial, selector=data["selector"], selector_kind=data["selector_type"]))
     return render(request, "admin/tryurl.html", context)
+
+
+def _report_context(report: dict) -> dict:
+    """The report as the template reads it: lists, not dicts (a template's `x.items` on a dict without
+    that key is the dict's items() method), and items as tables."""
+    return {
+        "report": report,
+        "headers": sorted(report["headers"].items()),
+        "fetched": "page" in report,
+        "fields": item_rows(report["fields"]) if "fields" in report else [],
+        "items": [item_table(**item) for item in report.get("items", [])],
+        "pretty": json.dumps(report, indent=2, ensure_ascii=False, default=str),
+    }
+
+
+def item_table(*, kind: str, position: int, data, errors=(), url: str = "") -> dict:
+    """One item as templates/admin/crawl/item_table.html shows it (`url`: its admin page, if any)."""
+    return {"kind": kind, "position": position, "rows": item_rows(data), "errors": list(errors or []), "url": url}
+
+
+def item_rows(data) -> list[tuple[str, str, bool]]:
+    """(field name, value, is JSON) rows: strings as they are, anything else as compact JSON, both cut short."""
+    pairs = data.items() if isinstance(data, dict) else [("value", data)]
+    rows = []
+    for name, value in pairs:
+        is_json = not isinstance(value, str)
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str) if is_json else value
+        rows.append((str(name), Truncator(text).chars(MAX_VALUE_CHARS), is_json))
+    return rows

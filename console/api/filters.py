@@ -6,6 +6,7 @@ import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
 
+from console.models import Job
 from crawl.models import Page, Project, Seed
 from media.models import MediaAsset
 from scrape.models import Item
@@ -43,6 +44,16 @@ class ProjectListFilter(django_filters.FilterSet):
     class Meta:
         model = Project
         fields = ["status"]
+
+
+class JobFilter(django_filters.FilterSet):
+    project = ProjectFilter()
+    state = django_filters.ChoiceFilter(choices=Job.State.choices)
+    kind = django_filters.ChoiceFilter(choices=Job.Kind.choices)
+
+    class Meta:
+        model = Job
+        fields = ["project", "state", "kind"]
 
 
 class SeedFilter(django_filters.FilterSet):

@@ -10,8 +10,9 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console import control
+from console import jobs
 from console.exports import CONTENT_TYPES, export_response
+from console.models import Job
 from console.selectors import project_errors, project_progress
 from crawl.frontier.discovery import forget_scope
 from crawl.models import Project, Seed
@@ -52,35 +53,40 @@ class ProjectViewSet(viewsets.ModelViewSet):
         forget_scope(project.id)
 
     def _result(self, project: Project, **counts) -> Response:
-        return Response({"project": project.slug, "status": project.status, **counts})
+        project.refresh_from_db(fields=["status", "job_id"])
+        return Response({"project": project.slug, "status": project.status, "job": project.job_id, **counts})
 
-    @extend_schema(request=None, responses=s.PublishedResultSerializer, summary="Start the crawl")
+    @extend_schema(request=None, responses=s.PublishedResultSerializer, summary="Start the crawl (a job)")
     @action(detail=True, methods=["post"])
     def start(self, request: Request, slug: str) -> Response:
-        """Make the project active, put its active seeds in the frontier and publish everything queued."""
+        """Begin a job (or join the running one): the project becomes active, its active seeds go in the
+        frontier and everything queued is published. The answer names the job (/api/jobs/<id>/)."""
         project = self.get_object()
-        return self._result(project, published=control.project_start(project=project))
+        _job, published = jobs.crawl_start(project=project, trigger=Job.Trigger.API, user=request.user)
+        return self._result(project, published=published)
 
     @extend_schema(request=None, responses=s.PauseResultSerializer, summary="Pause the crawl")
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, slug: str) -> Response:
-        """Stop handing out the project's work; claimed batches finish, queued rows stay queued."""
+        """Stop handing out the project's work (its job pauses); claimed batches finish, queued rows stay."""
         project = self.get_object()
-        return self._result(project, changed=control.project_pause(project=project))
+        return self._result(project, changed=jobs.project_pause(project=project))
 
     @extend_schema(request=None, responses=s.PublishedResultSerializer, summary="Resume a paused crawl")
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, slug: str) -> Response:
-        """Make the project active again and republish its queued work."""
+        """Make the project (and its paused job) active again and republish its queued work."""
         project = self.get_object()
-        return self._result(project, published=control.project_resume(project=project))
+        jobs.project_resume(project=project)
+        return self._result(project, published=project_progress(project)["pending"])
 
-    @extend_schema(request=None, responses=s.QueuedResultSerializer, summary="Recrawl every finished page")
+    @extend_schema(request=None, responses=s.QueuedResultSerializer, summary="Recrawl every finished page (a job)")
     @action(detail=True, methods=["post"])
     def recrawl(self, request: Request, slug: str) -> Response:
-        """Queue the finished pages again (conditional GET makes unchanged ones cheap)."""
+        """Queue the finished pages again (conditional GET makes unchanged ones cheap), as a job."""
         project = self.get_object()
-        return self._result(project, queued=control.pages_recrawl(project=project))
+        _job, queued = jobs.crawl_recrawl(project=project, trigger=Job.Trigger.API, user=request.user)
+        return self._result(project, queued=queued)
 
     @extend_schema(request=s.RetryFailedSerializer, responses=s.RequeuedResultSerializer, summary="Retry failed pages")
     @action(detail=True, methods=["post"], url_path="retry-failed")
@@ -90,7 +96,10 @@ class ProjectViewSet(viewsets.ModelViewSet):
         body = s.RetryFailedSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         error_code = body.validated_data.get("error_code") or None
-        return Response({"requeued": control.project_retry_failed(project=project, error_code=error_code)})
+        job, requeued = jobs.crawl_retry_failed(
+            project=project, trigger=Job.Trigger.API, user=request.user, error_code=error_code
+        )
+        return Response({"requeued": requeued, "job": job.id})
 
     @extend_schema(responses=s.ProgressSerializer, summary="Pages and assets per state, failures per error code")
     @action(detail=True, methods=["get"])

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from console.exports import FIELDS
+from console.models import Job
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import seed_problem
 from media.models import MediaAsset
@@ -233,6 +234,47 @@ class ExportQuerySerializer(serializers.Serializer):
 class ActionResultSerializer(serializers.Serializer):
     project = serializers.CharField(help_text="Slug of the project.")
     status = serializers.ChoiceField(choices=Project.Status.choices)
+    job = serializers.IntegerField(allow_null=True, help_text="The job the action runs as (or joined).")
+
+
+class JobSerializer(serializers.ModelSerializer):
+    """A run of a project. `counts` are read from its rows while it runs, and kept when it ends."""
+
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    started_by = serializers.StringRelatedField()
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = ["id", "project", "kind", "state", "trigger", "started_by", "retry_of", "created_at",
+                  "started_at", "finished_at", "message", "counts"]  # fmt: skip
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.DictField())
+    def get_counts(self, job: Job) -> dict:
+        from console.jobs import job_counts
+
+        return job_counts(job)
+
+
+class JobDetailSerializer(JobSerializer):
+    failures = serializers.SerializerMethodField()
+    log = serializers.SerializerMethodField()
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "failures", "log"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_failures(self, job: Job) -> list[dict]:
+        from console.jobs import job_failures
+
+        return job_failures(job)
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_log(self, job: Job) -> list[dict]:
+        fields = ("at", "level", "worker", "url", "code", "message")
+        return list(job.log.order_by("-id").values(*fields)[:200])
 
 
 class PublishedResultSerializer(ActionResultSerializer):
@@ -249,6 +291,7 @@ class QueuedResultSerializer(ActionResultSerializer):
 
 class RequeuedResultSerializer(serializers.Serializer):
     requeued = serializers.IntegerField(help_text="Failed pages queued again with fresh attempts.")
+    job = serializers.IntegerField(help_text="The job the retry runs as (or joined).")
 
 
 class ProgressSerializer(serializers.Serializer):

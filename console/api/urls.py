@@ -4,12 +4,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from .jobs import JobViewSet
 from .projects import ProjectViewSet, SeedViewSet
 from .results import AssetViewSet, FailureViewSet, ItemViewSet, PageViewSet
 
 router = DefaultRouter()
 router.register("projects", ProjectViewSet, basename="project")
 router.register("seeds", SeedViewSet, basename="seed")
+router.register("jobs", JobViewSet, basename="job")
 router.register("pages", PageViewSet, basename="page")
 router.register("failures", FailureViewSet, basename="failure")
 router.register("items", ItemViewSet, basename="item")
