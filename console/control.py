@@ -18,10 +18,11 @@ from media.models import MediaAsset
 
 
 def project_activate(*, project: Project) -> None:
-    """Make the project active (its claims and its schedule run again); publishes nothing."""
-    if project.status != Project.Status.ACTIVE:
-        Project.objects.filter(id=project.id).update(status=Project.Status.ACTIVE)
-        project.status = Project.Status.ACTIVE
+    """Make the project active (its claims and its schedule run again); publishes nothing. The row
+    decides, not the object given (it may be stale)."""
+    changed = Project.objects.filter(id=project.id).exclude(status=Project.Status.ACTIVE)
+    project.status = Project.Status.ACTIVE
+    if changed.update(status=Project.Status.ACTIVE):
         _sync_schedule(project)
 
 

@@ -4,6 +4,8 @@ admin's "Try a URL" page."""
 
 from dataclasses import dataclass, field
 
+import lxml.etree
+
 from crawl.fetcher import fetch, runner
 from crawl.models import Page, Project
 from crawl.robots import policy_from_response
@@ -11,6 +13,9 @@ from crawl.services.fetching import allows_private, build_request, fetch_limits,
 from crawl.urls import InvalidURL, canonicalize, host_of, origin_of
 
 from .decide import PageResult, extract_page, extraction_fields
+from .rules import RuleError, compile_css, compile_xpath, match_texts, parse_html
+
+MAX_MATCHES = 50  # texts of a tried selector's matches shown (all are counted)
 
 
 @dataclass
@@ -20,6 +25,7 @@ class Trial:
     status_code: int | None = None
     headers: dict = field(default_factory=dict)
     robots: str = ""
+    body: bytes = b""  # the fetched response, for trying selectors on it
     result: PageResult | None = None
 
 
@@ -45,6 +51,7 @@ def try_url(url: str, *, project: Project | None = None, allow_private: bool = F
         return trial
     page.status_code, page.content_type = response.status_code, response.content_type
     page.final_url = response.location or canonical
+    trial.body = response.body
     trial.result = extract_page(page, response.body, response.headers)
     return trial
 
@@ -63,8 +70,9 @@ def _robots(project: Project, url: str) -> str:
     return "allowed" if policy.allows(url, agent) else "refused: " + policy.refusal()[1]
 
 
-def trial_report(trial: Trial) -> dict:
-    """The trial as plain data (the command prints it; the admin page renders it)."""
+def trial_report(trial: Trial, *, selector: str = "", selector_kind: str = "css") -> dict:
+    """The trial as plain data (the command prints it; the admin page renders it). With a selector
+    (selector_kind "css" or "xpath"), also what it finds on the fetched page."""
     report = {
         "url": trial.url,
         "status": trial.status_code,
@@ -72,6 +80,8 @@ def trial_report(trial: Trial) -> dict:
         "error": trial.error,
         "headers": trial.headers,
     }
+    if selector:
+        report["selector"] = selector_report(trial, selector, kind=selector_kind)
     result = trial.result
     if result is None:
         return report
@@ -93,3 +103,18 @@ def _page_report(result) -> dict:
         code, message = result.error
         return {"state": "failed", "error_code": code, "error_message": message}
     return {"state": "done"} | ({"title": result.changes["title"]} if "title" in result.changes else {})
+
+
+def selector_report(trial: Trial, selector: str, *, kind: str = "css") -> dict:
+    """What a CSS selector or XPath finds on the trial's page, parsed and compiled as rule sets are: how
+    many matches, the text of the first MAX_MATCHES, or why it could not run."""
+    report = {"selector": selector, "kind": kind, "count": 0, "matches": [], "error": ""}
+    if trial.result is None:
+        return report | {"error": "no page was fetched to try it on"}
+    try:
+        compiled = compile_css("selector", selector) if kind == "css" else compile_xpath("selector", selector)
+        found = compiled(parse_html(trial.body))
+    except (RuleError, lxml.etree.XPathError) as exc:  # XPathError: one that fails only on a real page
+        return report | {"error": str(exc)}
+    found = found if isinstance(found, list) else [found]  # count(), string(), boolean() give one value
+    return report | {"count": len(found), "matches": match_texts(found[:MAX_MATCHES], "text")}

@@ -89,7 +89,7 @@ class CompiledRules:
 
     def extract(self, html: bytes | str, url: str) -> RuleResult:
         """Items, per-item errors, links to follow and download URLs of one page. Never raises on bad HTML."""
-        doc = _parse(html)
+        doc = parse_html(html)
         base = _base_url(doc, url)
         result = RuleResult(rules_version=self.version)
         for element in self._item_elements(doc):
@@ -166,7 +166,7 @@ def compile_rules(spec: dict) -> CompiledRules:
         name=_string("name", spec.get("name", ""), allow_empty=True),
         version=rules_version(spec),
         url_patterns=_regexes("url_patterns", spec.get("url_patterns", [])),
-        item_selector=None if item_selector is None else _css("item_selector", item_selector),
+        item_selector=None if item_selector is None else compile_css("item_selector", item_selector),
         fields=compiled_fields,
         required=required,
         follow_patterns=_regexes("follow", spec.get("follow", [])),
@@ -199,7 +199,10 @@ def _compile_field(name: Any, rule: Any) -> FieldRule:
     _check_keys(where, rule, FIELD_KEYS)
     if ("css" in rule) == ("xpath" in rule):
         raise RuleError(f"{where}: give exactly one of css or xpath")
-    selector = _css(f"{where}.css", rule["css"]) if "css" in rule else _xpath(f"{where}.xpath", rule["xpath"])
+    if "css" in rule:
+        selector = compile_css(f"{where}.css", rule["css"])
+    else:
+        selector = compile_xpath(f"{where}.xpath", rule["xpath"])
     kind = rule.get("type", "str")
     if kind not in TYPES:
         raise RuleError(f"{where}.type: {kind!r} is not one of {', '.join(TYPES)}")
@@ -257,14 +260,14 @@ def _regexes(where: str, patterns: Any) -> tuple[re.Pattern, ...]:
     return tuple(_regex(f"{where}[{i}]", pattern) for i, pattern in enumerate(_strings(where, patterns)))
 
 
-def _css(where: str, css: Any) -> lxml.etree.XPath:
+def compile_css(where: str, css: Any) -> lxml.etree.XPath:
     try:
         return lxml.cssselect.CSSSelector(_string(where, css), translator="html")
     except lxml.cssselect.SelectorError as exc:
         raise RuleError(f"{where}: invalid CSS selector {css!r}: {exc}") from exc
 
 
-def _xpath(where: str, expression: Any) -> lxml.etree.XPath:
+def compile_xpath(where: str, expression: Any) -> lxml.etree.XPath:
     try:
         compiled = lxml.etree.XPath(_string(where, expression))
         compiled(_PROBE)
@@ -289,7 +292,7 @@ def _download_fmt(fmt: Any) -> str:
     return fmt
 
 
-def _parse(html: bytes | str):
+def parse_html(html: bytes | str):
     """lxml in recover mode; text is handed over as UTF-8 so an encoding declaration inside it is ignored."""
     is_text = isinstance(html, str)
     body = html.encode("utf-8", "replace") if is_text else bytes(html)
@@ -320,7 +323,7 @@ def _field_value(rule: FieldRule, element, base: str) -> tuple[Any, list[str]]:
         found = rule.selector(element)
     except lxml.etree.XPathError as exc:
         return ([] if rule.many else None), [f"{rule.name}: selector failed: {exc}"]
-    raws = [raw for raw in (_refine(rule, text, base) for text in _texts(found, rule.attr)) if raw]
+    raws = [raw for raw in (_refine(rule, text, base) for text in match_texts(found, rule.attr)) if raw]
     values, errors = [], []
     for raw in raws if rule.many else raws[:1]:
         try:
@@ -330,7 +333,7 @@ def _field_value(rule: FieldRule, element, base: str) -> tuple[Any, list[str]]:
     return (values if rule.many else next(iter(values), None)), errors
 
 
-def _texts(found: Any, attr: str) -> list[str]:
+def match_texts(found: Any, attr: str) -> list[str]:
     """XPath results as strings: elements through attr, strings as they are, numbers and booleans printed."""
     texts = []
     for value in found if isinstance(found, list) else [found]:

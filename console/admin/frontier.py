@@ -34,6 +34,9 @@ class PageVersionInline(admin.TabularInline):
     can_delete = False
     ordering = ("-fetched_at",)
 
+    def has_add_permission(self, request, obj=None):
+        return False  # versions are what refetches found
+
     @admin.display(description="diff")
     def diff_link(self, obj):
         previous = PageVersion.objects.filter(page_id=obj.page_id, fetched_at__lt=obj.fetched_at).last()
@@ -145,10 +148,7 @@ class PageAdmin(FrontierAdmin):
     @admin.display(description="assets")
     def page_assets(self, obj):
         rows, more = _first_rows(obj.asset_links.select_related("asset").order_by("asset_id"))
-        rows = [
-            (reverse("admin:media_mediaasset_change", args=[r.asset_id]), r.asset.url, _asset_note(r.asset))
-            for r in rows
-        ]
+        rows = [_asset_row(link.asset) for link in rows]
         return render_to_string("admin/crawl/page_rows.html", {"rows": rows, "more": more, "shown": SHOWN})
 
     def get_urls(self):
@@ -198,8 +198,9 @@ def _item_table(item) -> dict:
     return item_table(kind=item.kind, position=item.position, data=item.data, errors=item.errors, url=url)
 
 
-def _asset_note(asset) -> str:
-    return f"{asset.kind}, {asset.state}" + (f", {asset.error_code}" if asset.error_code else "")
+def _asset_row(asset) -> tuple[str, str, str]:
+    note = f"{asset.kind}, {asset.state}" + (f", {asset.error_code}" if asset.error_code else "")
+    return reverse("admin:media_mediaasset_change", args=[asset.id]), asset.url, note
 
 
 def _plain_text(text: str, status: int = 200) -> HttpResponse:

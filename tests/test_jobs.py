@@ -1,0 +1,251 @@
+"""Jobs: every run is one. They end by themselves when their work is drained, a cancel loses nothing
+and can be resumed, retry-failed makes a new job, their counts are their own rows', their messages
+carry their id, and the console warns when owed work has no worker to take it."""
+
+import base64
+import json
+import logging
+import os
+import time
+from datetime import timedelta
+
+import pytest
+import redis
+from django.utils import timezone
+
+from console import jobs
+from console.dashboard import overview_snapshot
+from console.models import Job, JobLogEntry, WorkerBeat
+from crawl.frontier.reaper import reap
+from crawl.frontier.stages import job_scope, publish_fetch
+from crawl.models import Page, Project, Seed
+from tests.conftest import last_json_line, run_manage
+from tests.test_admin_console import add_page
+
+T = Job.Trigger.COMMAND
+
+
+@pytest.fixture
+def project(db):
+    return Project.objects.create(name="jobs", slug="jobs", allow_private=True)
+
+
+def stamp(job: Job, *pages: Page) -> None:
+    Page.objects.filter(id__in=[p.id for p in pages]).update(job_id=job.id)
+
+
+def test_a_job_starts_with_its_first_claim_and_ends_by_itself_when_drained(project):
+    job, created = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    assert created and job.state == "queued"
+    again, created_again = jobs.job_begin(project=project, kind=Job.Kind.RECRAWL, trigger=T)
+    assert (again.id, created_again) == (job.id, False), "a second start joins the running job"
+    done = add_page(project, "http://a.test/1", "done", content_length=100)
+    owed = add_page(project, "http://a.test/2", "queued")
+    stamp(job, done)
+    assert jobs.jobs_tick() == {"started": 1, "ended": 0}, "owed work keeps it running"
+    job.refresh_from_db()
+    assert job.state == "running" and job.started_at is not None
+    Page.objects.filter(id=owed.id).update(state="failed", error_code="http_404", job_id=job.id)
+    assert jobs.jobs_tick()["ended"] == 1
+    job.refresh_from_db()
+    project.refresh_from_db()
+    assert (job.state, job.message) == ("succeeded", "1 pages done, 1 failed")
+    assert job.stats["pages_done"] == 1 and job.stats["errors"] == {"http_404": 1} and job.stats["bytes"] == 100
+    assert project.job_id is None, "the project runs no job any more"
+
+
+def test_a_job_whose_every_page_failed_failed(project):
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    stamp(job, add_page(project, "http://a.test/x", "failed", error_code="blocked_address"))
+    jobs.jobs_tick()
+    job.refresh_from_db()
+    assert job.state == "failed" and "every page failed" in job.message
+
+
+def test_retry_failed_makes_a_new_job_of_the_failures_only(project):
+    first, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    bad = add_page(project, "http://a.test/bad", "failed", error_code="http_500", attempts=3)
+    good = add_page(project, "http://a.test/good", "done")
+    other = add_page(project, "http://a.test/older", "failed", error_code="http_500")  # another run's failure
+    stamp(first, bad, good)
+    jobs.jobs_tick()
+    first.refresh_from_db()
+    assert first.state == "succeeded"
+    retry, queued = jobs.job_retry_failed(job=first, trigger=T)
+    assert retry.id != first.id and retry.retry_of_id == first.id and retry.kind == "retry"
+    assert queued == 1
+    assert Page.objects.get(id=bad.id).state == "queued" and Page.objects.get(id=bad.id).attempts == 0
+    assert Page.objects.get(id=other.id).state == "failed", "only the job's own failures"
+    assert Project.objects.get(id=project.id).job_id == retry.id
+
+
+def test_pause_resume_and_cancel_keep_the_rows(project):
+    job, _ = jobs.crawl_start(project=project, trigger=T)
+    queued = add_page(project, "http://a.test/q", "queued")
+    assert jobs.job_pause(job=job)
+    assert Project.objects.get(id=project.id).status == "paused"
+    jobs.jobs_tick()
+    assert Job.objects.get(id=job.id).state == "paused", "a paused job does not end"
+    assert jobs.job_resume(job=job) and Project.objects.get(id=project.id).status == "active"
+    assert jobs.job_cancel(job=job)
+    job.refresh_from_db()
+    assert job.state == "cancelled" and job.finished_at is not None and "1 pages left owed" in job.message
+    assert Page.objects.get(id=queued.id).state == "queued", "cancel drops no row"
+    assert not jobs.job_cancel(job=job), "an ended job cannot be cancelled"
+    restarted, _ = jobs.crawl_start(project=project, trigger=T)
+    assert restarted.id != job.id and Project.objects.get(id=project.id).status == "active"
+
+
+def test_task_messages_carry_the_job(project, broker):
+    page = add_page(project, "http://a.test/m", "queued")
+    client = redis.Redis.from_url(broker)
+    with job_scope(4242):
+        publish_fetch([page.id], rendered=set())
+    message = json.loads(client.lpop("fetch"))
+    body = json.loads(base64.b64decode(message["body"]))
+    assert (body[0], body[1]) == ([[page.id]], {"job": 4242}), "args and kwargs of crawl.fetch_batch"
+    assert message["headers"]["kwargsrepr"] == "{'job': 4242}", "what Flower shows"
+
+
+def test_the_job_log_keeps_a_jobs_warnings_up_to_its_limit(project, settings):
+    settings.CONSOLE_JOB_LOG_LIMIT = 3
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    logger = logging.getLogger("crawlhub.test-joblog")  # the handler the console installs on the root logger
+    with job_scope(job.id):
+        for i in range(5):
+            logger.warning("page %d failed", i, extra={"url": f"http://a.test/{i}", "code": "http_500"})
+        logger.info("not kept: below WARNING")
+    logger.warning("not kept: no job")
+    entries = list(JobLogEntry.objects.filter(job=job).values_list("message", "url", "code"))
+    assert entries == [(f"page {i} failed", f"http://a.test/{i}", "http_500") for i in range(3)]
+
+
+def test_the_overview_warns_when_owed_work_has_no_worker(project, admin_client):
+    add_page(project, "http://a.test/owed", "queued")
+    snapshot = overview_snapshot()
+    assert any("no worker consumes the 'fetch' queue" in w for w in snapshot["warnings"]), snapshot["warnings"]
+    (row,) = [r for r in snapshot["projects"] if r["slug"] == "jobs"]
+    assert row["owed"] == 1 and row["actions"] == ["start"]
+    WorkerBeat.objects.create(name="w1@test", queues="fetch,extract,download")
+    assert not overview_snapshot()["warnings"], "a live worker on the queue: no warning"
+    WorkerBeat.objects.filter(name="w1@test").update(seen_at=timezone.now() - timedelta(minutes=5))
+    assert overview_snapshot()["warnings"], "a worker not seen for minutes is gone"
+    html = admin_client.get("/admin/").content.decode()
+    assert "no worker consumes the &#x27;fetch&#x27; queue" in html, "the admin index warns too"
+
+
+def test_the_overview_buttons_start_pause_and_cancel_jobs(project, admin_client):
+    Seed.objects.create(project=project, url="http://127.0.0.1:9/")
+    answer = admin_client.post("/admin/dashboard/control/", {"project": project.id, "action": "start"})
+    assert answer.status_code == 200 and answer.json()["ok"]
+    job_id = answer.json()["job"]
+    assert admin_client.post("/admin/dashboard/control/", {"project": project.id, "action": "pause"}).json()["ok"]
+    assert Job.objects.get(id=job_id).state == "paused"
+    assert admin_client.post("/admin/dashboard/control/", {"project": project.id, "action": "cancel"}).json()["ok"]
+    assert Job.objects.get(id=job_id).state == "cancelled"
+    refused = admin_client.post("/admin/dashboard/control/", {"project": project.id, "action": "pause"})
+    assert refused.status_code == 409
+    assert admin_client.post("/admin/dashboard/control/", {"project": "x", "action": "start"}).status_code == 400
+
+
+def test_the_jobs_api_lists_filters_details_and_acts(project, admin_client):
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    stamp(job, add_page(project, "http://a.test/f", "failed", error_code="http_404", error_message="HTTP 404"))
+    jobs.jobs_tick()
+    listed = admin_client.get("/api/jobs/", {"project": "jobs", "state": "failed"}).json()["results"]
+    assert [j["id"] for j in listed] == [job.id] and listed[0]["counts"]["pages_failed"] == 1
+    assert admin_client.get("/api/jobs/", {"state": "running"}).json()["results"] == []
+    assert admin_client.get("/api/jobs/", {"state": "bogus"}).status_code == 400
+    detail = admin_client.get(f"/api/jobs/{job.id}/").json()
+    assert detail["failures"][0]["url"] == "http://a.test/f" and detail["failures"][0]["code"] == "http_404"
+    assert admin_client.post(f"/api/jobs/{job.id}/cancel/").status_code == 409, "it has ended"
+    retried = admin_client.post(f"/api/jobs/{job.id}/retry-failed/")
+    assert retried.status_code == 201 and retried.json()["retry_of"] == job.id
+    assert admin_client.post(f"/api/jobs/{retried.json()['id']}/cancel/").json()["state"] == "cancelled"
+
+
+@pytest.mark.integration
+def test_cancel_loses_nothing_and_start_resumes_it(site, site_server, workers, worker_env):
+    """Real workers crawl a loopback site slowly; the job is cancelled mid-way, and a new job
+    crawls exactly what was left: every page once, none lost."""
+    project = Project.objects.create(name="cancel", slug="cancel", allow_private=True, max_per_host=1, min_delay=0.05)
+    Seed.objects.create(project=project, url=f"{site_server.url}/")
+    for stage in ("fetch", "extract", "download"):
+        workers.start(stage, stage)
+    first, _ = jobs.crawl_start(project=project, trigger=T)
+    wait_for(lambda: Page.objects.filter(project=project, state="done").count() >= 20, "20 pages done")
+    assert jobs.job_cancel(job=first)
+    wait_for(lambda: not Page.objects.filter(project=project, state="leased").exists(), "claimed batches finish")
+    fetched = Page.objects.filter(project=project, fetch_count__gte=1)
+    settled = fetched.count()
+    time.sleep(2)
+    assert fetched.count() == settled, "a cancelled job fetches nothing more (what it fetched is still extracted)"
+    assert Page.objects.filter(project=project, state="queued").exists(), "its owed work waits"
+
+    second, _ = jobs.crawl_start(project=project, trigger=T)
+    assert second.id != first.id
+
+    def drained() -> bool:
+        reap(project_id=project.id)
+        jobs.jobs_tick()
+        return Job.objects.get(id=second.id).state not in Job.ACTIVE_STATES
+
+    wait_for(drained, "the second job ends", timeout=180)
+    second.refresh_from_db()
+    assert second.state == "succeeded", second.message
+    done = Page.objects.filter(project=project, state="done")
+    paths = {u.removeprefix(site_server.url) for u in done.values_list("url", flat=True)}
+    assert site.pages <= paths, f"lost: {sorted(site.pages - paths)[:5]}"
+    assert set(done.values_list("fetch_count", flat=True)) == {1}, "no page fetched twice"
+    assert second.stats["pages_done"] == Page.objects.filter(job_id=second.id, state="done").count() > 0
+
+
+def wait_for(condition, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for: {what}")
+
+
+@pytest.mark.integration
+def test_the_crawl_command_counts_its_own_job_and_names_projects_by_host_and_port(site_server, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
+    assert run_manage(["migrate", "-v0"], env).returncode == 0
+    first = run_manage(["crawl", f"{site_server.url}/", "--allow-private", "--json", "--timeout", "240"], env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    one = last_json_line(first.stdout)
+    port = site_server.url.rsplit(":", 1)[1]
+    assert one["project"] == f"127001-{port}" and one["state"] == "succeeded" and one["pages_fetched"] > 300
+    assert f"job {one['job']} of project 127001-{port}" in first.stderr
+
+    again = run_manage(["crawl", f"{site_server.url}/", "--json", "--timeout", "120"], env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    two = last_json_line(again.stdout)
+    assert two["job"] != one["job"] and two["project"] == one["project"], "the same site: the same project"
+    assert (two["pages_fetched"], two["pages_total"]) == (0, 0), "nothing was owed: this job's counts are its own"
+    assert "using the existing project" in again.stderr and "allows private addresses (set earlier)" in again.stderr
+
+    listed = run_manage(["jobs", f"127001-{port}", "--json"], env)
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [r["id"] for r in rows] == [two["job"], one["job"]] and rows[1]["counts"]["pages_done"] > 300
+
+
+def test_bad_crawl_options_are_command_errors_not_tracebacks(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
+    assert run_manage(["migrate", "-v0"], env).returncode == 0
+    for args, message in [
+        (["not a url"], "not a URL that can be crawled"),
+        (["http://a.test/", "--max-pages", "-5"], "--max-pages: -5 is out of range"),
+        (["http://a.test/", "--concurrency", "many"], "'many' is not a whole number"),
+        (["http://a.test/", "--timeout", "-1"], "seconds cannot be negative"),
+    ]:
+        done = run_manage(["crawl", *args], env)
+        assert done.returncode != 0 and message in done.stderr, (args, done.stderr[-1000:])
+        assert "Traceback" not in done.stderr, args
+    refused = run_manage(["crawl", "http://127.0.0.1:9/", "--json", "--timeout", "60"], env)
+    assert refused.returncode == 1 and "--allow-private" in refused.stderr
+    assert "refused seed http://127.0.0.1:9/" in refused.stderr
