@@ -24,7 +24,7 @@ from django.views.decorators.http import require_POST
 from console import jobs
 from console.models import Job
 from console.selectors import broker_queue_lengths, project_errors, project_progress, stage_backlog
-from console.workers import stage_warnings, workers_alive, workers_snapshot
+from console.workers import scheduler_warnings, stage_warnings, workers_alive, workers_snapshot
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES
 from crawl.models import Page, Project
 from media.models import MediaAsset
@@ -140,13 +140,14 @@ def overview_snapshot(now: datetime | None = None) -> dict:
                 "actions": _actions(current.get(p.job_id)),
             }
         )
-    workers = workers_alive()
+    workers, backlog = workers_alive(), stage_backlog()
     return {
         "generated_at": now.isoformat(),
         "projects": rows,
         "workers": workers_snapshot(),
-        "warnings": stage_warnings(stage_backlog(), workers=workers)
-        + stage_warnings(_render_backlog(), rendered=True, workers=workers),
+        "warnings": stage_warnings(backlog, workers=workers)
+        + stage_warnings(_render_backlog(), rendered=True, workers=workers)
+        + scheduler_warnings(sum(backlog.values())),
     }
 
 

@@ -1,5 +1,6 @@
 """Which workers are alive and which queues they consume (from their heartbeats, console/signals.py),
-and a plain warning for every stage that owes work no live worker consumes."""
+a plain warning for every stage that owes work no live worker consumes, and one when no scheduler
+(celery beat) runs while work is owed."""
 
 from datetime import timedelta
 
@@ -35,6 +36,27 @@ def stage_warnings(backlog: dict[str, int], *, rendered: bool = False, workers=N
                 f"or `celery -A crawlproject worker -Q {queue}`."
             )
     return warnings
+
+
+SCHEDULER_ENTRY = "console-jobs"  # beat's entry (settings.CELERY_BEAT_SCHEDULE) whose last run proves it alive
+SCHEDULER_STALE_SECONDS = 60
+
+
+def scheduler_warnings(owed: int) -> list[str]:
+    """A warning when work is owed and beat has not run its jobs tick for a minute: postponed and
+    retried pages, recrawl ticks and the end of jobs all wait for it."""
+    from django_celery_beat.models import PeriodicTask
+
+    if not owed:
+        return []
+    last = PeriodicTask.objects.filter(name=SCHEDULER_ENTRY).values_list("last_run_at", flat=True).first()
+    if last is not None and (timezone.now() - last).total_seconds() < SCHEDULER_STALE_SECONDS:
+        return []
+    since = "has never run" if last is None else f"last ran {last:%Y-%m-%d %H:%M:%S} UTC"
+    return [
+        f"No scheduler (celery beat) is running ({since}): postponed and retried pages, recrawl ticks and job ends "
+        "wait for it. Run `make serve`, or `celery -A crawlproject beat`."
+    ]
 
 
 def workers_snapshot() -> list[dict]:

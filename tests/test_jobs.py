@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 import redis
 from django.utils import timezone
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from console import jobs
 from console.dashboard import overview_snapshot
@@ -126,10 +127,17 @@ def test_the_overview_warns_when_owed_work_has_no_worker(project, admin_client):
     assert any("no worker consumes the 'fetch' queue" in w for w in snapshot["warnings"]), snapshot["warnings"]
     (row,) = [r for r in snapshot["projects"] if r["slug"] == "jobs"]
     assert row["owed"] == 1 and row["actions"] == ["start"]
+    assert any("No scheduler (celery beat) is running (has never run)" in w for w in snapshot["warnings"])
     WorkerBeat.objects.create(name="w1@test", queues="fetch,extract,download")
-    assert not overview_snapshot()["warnings"], "a live worker on the queue: no warning"
+    every = IntervalSchedule.objects.create(every=5, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.create(
+        name="console-jobs", task="console.jobs_tick", interval=every, last_run_at=timezone.now()
+    )
+    assert not overview_snapshot()["warnings"], "a live worker on the queue and a running beat: no warning"
     WorkerBeat.objects.filter(name="w1@test").update(seen_at=timezone.now() - timedelta(minutes=5))
-    assert overview_snapshot()["warnings"], "a worker not seen for minutes is gone"
+    PeriodicTask.objects.filter(name="console-jobs").update(last_run_at=timezone.now() - timedelta(minutes=5))
+    warnings = overview_snapshot()["warnings"]
+    assert len(warnings) == 2, "a worker not seen for minutes is gone, and so is a beat"
     html = admin_client.get("/admin/").content.decode()
     assert "no worker consumes the &#x27;fetch&#x27; queue" in html, "the admin index warns too"
 
