@@ -80,6 +80,19 @@ def test_retry_failed_makes_a_new_job_of_the_failures_only(project):
     assert Project.objects.get(id=project.id).job_id == retry.id
 
 
+def test_a_scheduled_tick_that_queues_pages_is_a_job(project):
+    from crawl.tasks import dispatch_task
+
+    assert dispatch_task(project_id=project.id) == 0
+    assert not Job.objects.exists(), "a tick that queued nothing is no job"
+    due = add_page(project, "http://a.test/due", "done", next_fetch_at=timezone.now() - timedelta(minutes=1))
+    assert dispatch_task(project_id=project.id) == 1
+    (job,) = Job.objects.all()
+    assert (job.kind, job.trigger, job.state) == ("scheduled", "schedule", "queued")
+    assert Project.objects.get(id=project.id).job_id == job.id
+    assert Page.objects.get(id=due.id).state == "queued"
+
+
 def test_pause_resume_and_cancel_keep_the_rows(project):
     job, _ = jobs.crawl_start(project=project, trigger=T)
     queued = add_page(project, "http://a.test/q", "queued")
