@@ -149,6 +149,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "console.models.Job.State",
+        "JobKindEnum": "console.models.Job.Kind",
+    },
 }
 
 # --- Media storage (content-addressed assets) -------------------------------------------------

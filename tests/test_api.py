@@ -16,6 +16,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from console.exports import ASSET_FIELDS, PAGE_FIELDS
+from console.models import Job
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import project_get_or_create
 from crawl.urls import url_key
@@ -389,12 +390,13 @@ def test_it_pauses_and_resumes_a_project(api, shop, broker, django_capture_on_co
     make_page(shop, "/1", state="queued")
     make_page(shop, "/2", state="queued")
     make_page(shop, "/3", state="done")
-    assert api.post("/api/projects/shop/pause/").json() == {"project": "shop", "status": "paused", "changed": True}
+    paused = {"project": "shop", "status": "paused", "job": None, "changed": True}
+    assert api.post("/api/projects/shop/pause/").json() == paused, "no job runs: the project itself pauses"
     assert api.post("/api/projects/shop/pause/").json()["changed"] is False
     assert Project.objects.get(id=shop.id).status == "paused"
     with django_capture_on_commit_callbacks(execute=True):
         resumed = api.post("/api/projects/shop/resume/").json()
-    assert resumed == {"project": "shop", "status": "active", "published": 2}
+    assert resumed == {"project": "shop", "status": "active", "job": None, "published": 2}
     assert Project.objects.get(id=shop.id).status == "active"
     assert fetch_queue_length() == 1  # one batch for the host's two pages
 
@@ -403,7 +405,9 @@ def test_it_starts_a_paused_project_with_its_seeds(api, shop):
     Project.objects.filter(id=shop.id).update(status="paused")
     Seed.objects.create(project=shop, url="http://example.com/")
     response = api.post("/api/projects/shop/start/")
-    assert response.json() == {"project": "shop", "status": "active", "published": 1}
+    job = Job.objects.get(project=shop)
+    assert response.json() == {"project": "shop", "status": "active", "job": job.id, "published": 1}
+    assert (job.kind, job.trigger, job.state, job.started_by.username) == ("crawl", "api", "queued", "operator")
     assert Page.objects.get(project=shop).url == "http://example.com/"
 
 
@@ -412,12 +416,13 @@ def test_it_retries_failed_pages_of_one_error_code(api, shop):
     slow = make_page(shop, "/slow", state="failed", error_code="read_timeout", attempts=3)
     done = make_page(shop, "/done")
     response = api.post("/api/projects/shop/retry-failed/", {"error_code": "read_timeout"}, format="json")
-    assert response.json() == {"requeued": 1}
+    job = Job.objects.get(project=shop)
+    assert response.json() == {"requeued": 1, "job": job.id} and job.kind == "retry"
     states = dict(Page.objects.values_list("id", "state"))
     assert states == {gone.id: "failed", slow.id: "queued", done.id: "done"}
     slow.refresh_from_db()
     assert (slow.attempts, slow.error_code) == (0, "")
-    assert api.post("/api/projects/shop/retry-failed/").json() == {"requeued": 1}
+    assert api.post("/api/projects/shop/retry-failed/").json() == {"requeued": 1, "job": job.id}, "joins it"
     assert Page.objects.get(id=gone.id).state == "queued"
 
 
@@ -435,7 +440,9 @@ def test_it_recrawls_finished_pages(api, shop):
     make_page(shop, "/1")
     make_page(shop, "/2")
     make_page(shop, "/3", state="failed")
-    assert api.post("/api/projects/shop/recrawl/").json() == {"project": "shop", "status": "active", "queued": 2}
+    answer = api.post("/api/projects/shop/recrawl/").json()
+    job_id = Job.objects.get(project=shop, kind="recrawl").id
+    assert answer == {"project": "shop", "status": "active", "job": job_id, "queued": 2}
     assert Page.objects.filter(state="queued").count() == 2
 
 

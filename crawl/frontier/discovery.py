@@ -171,7 +171,11 @@ def seeds_enqueue(project: Project) -> list[int]:
         page = _new_page(project, canonical, url_key(canonical), link, is_seed=True, request=_request_of(seed))
         insert_new_ids(Page, [page], conflict_fields=("project", "url_key"))
         new_rows += [page] if page.id is not None else []
-    insert_new(Page, bad, conflict_fields=("project", "url_key"))
+    if bad:  # failed without a claim: they count for the job the project runs now
+        job_id = Project.objects.filter(id=project.id).values_list("job_id", flat=True).first()
+        for row in bad:
+            row.job_id = job_id
+        insert_new(Page, bad, conflict_fields=("project", "url_key"))
     return _publish_new(project, new_rows)
 
 
