@@ -222,8 +222,8 @@ def _owes_work(project_id: int) -> bool:
 
 
 def job_counts(job: Job, *, now=None) -> dict:
-    """The job's counts from its rows: pages by state, items, assets, bytes, errors by code, rate.
-    An ended job's are the ones kept when it ended."""
+    """The job's counts from its rows: pages by state (and the done ones not parsed: not HTML),
+    items, assets, bytes, errors by code, rate. An ended job's are the ones kept when it ended."""
     if not job.active and job.stats:
         return job.stats
     pages = Page.objects.filter(job_id=job.id)
@@ -244,6 +244,7 @@ def job_counts(job: Job, *, now=None) -> dict:
         "pages": by_state,
         "pages_done": done,
         "pages_failed": failed,
+        "pages_not_parsed": pages.filter(state=Page.State.DONE, parsed=False).count(),
         "pages_pending": sum(by_state.get(s, 0) for s in PAGE_PENDING_STATES),
         "items": Item.objects.filter(page__job_id=job.id).count(),
         "assets_done": asset_states.get(MediaAsset.State.DONE, 0),

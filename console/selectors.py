@@ -1,7 +1,7 @@
 """Reads used by commands, the dashboard, the metrics endpoint and the API."""
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from crawl.frontier.stages import (
     ASSET_PENDING_STATES,
@@ -16,11 +16,15 @@ from media.models import MediaAsset
 
 
 def project_progress(project: Project) -> dict:
-    """Counts by state of pages and assets, and whether any work is still owed."""
-    pages = dict(Page.objects.filter(project=project).values_list("state").annotate(n=Count("id")))
+    """Counts by state of pages and assets, whether any work is still owed, and how many done
+    pages were stored without being parsed (not HTML: done, not failed)."""
+    by_state = Page.objects.filter(project=project).values_list("state")
+    rows = list(by_state.annotate(n=Count("id"), not_parsed=Count("id", filter=Q(parsed=False))))
+    pages = {state: n for state, n, _ in rows}
+    pages_not_parsed = next((unparsed for state, _, unparsed in rows if state == Page.State.DONE), 0)
     assets = dict(MediaAsset.objects.filter(project=project).values_list("state").annotate(n=Count("id")))
     pending = sum(pages.get(s, 0) for s in PAGE_PENDING_STATES) + sum(assets.get(s, 0) for s in ASSET_PENDING_STATES)
-    return {"pages": pages, "assets": assets, "pending": pending}
+    return {"pages": pages, "assets": assets, "pending": pending, "pages_not_parsed": pages_not_parsed}
 
 
 def project_work_owed(project: Project) -> bool:

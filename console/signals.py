@@ -13,22 +13,22 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from crawl.frontier.stages import CURRENT_JOB
-from crawl.signals import recrawl_dispatched
+from crawl.signals import recrawl_due
 
 log = logging.getLogger("crawlhub.console")
 
 
-@receiver(recrawl_dispatched, dispatch_uid="console.recrawl_dispatched")
-def recrawl_tick_job(sender, project_id: int, page_ids: list[int], **kwargs) -> None:
-    """A tick that queued pages is a job (a scheduled recrawl), unless the project already runs one,
-    which the pages then join. Its messages carry the job (published after this commit)."""
+@receiver(recrawl_due, dispatch_uid="console.recrawl_due")
+def recrawl_tick_job(sender, project_id: int, **kwargs) -> int:
+    """A tick with due pages is a job (a scheduled recrawl), unless the project already runs one,
+    which the pages then join. Returns the job's id: the tick's messages carry it."""
     from console.jobs import job_begin
     from console.models import Job
     from crawl.models import Project
 
     project = Project.objects.get(id=project_id)
     job, _ = job_begin(project=project, kind=Job.Kind.SCHEDULED, trigger=Job.Trigger.SCHEDULE)
-    CURRENT_JOB.set(job.id)  # the task's own context: cleared when the task ends
+    return job.id
 
 
 class JobLogHandler(logging.Handler):

@@ -6,6 +6,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .querysets import PageQuerySet
+from .validators import extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
 
 
 class Project(models.Model):
@@ -25,6 +26,7 @@ class Project(models.Model):
         blank=True,
         default="",
         help_text="Hosts in scope, one per line (subdomains included). Empty: the hosts of the seeds.",
+        validators=[host_lines],
     )
     max_depth = models.PositiveIntegerField(
         null=True, blank=True, help_text="Links followed at most this many hops from a seed. Empty: no limit."
@@ -38,10 +40,16 @@ class Project(models.Model):
         help_text="At most this many URLs of any one host (a crawler trap's budget). Empty: no limit.",
     )
     allow_patterns = models.TextField(
-        blank=True, default="", help_text="Regexes, one per line; when set, a URL must match one to be crawled."
+        blank=True,
+        default="",
+        help_text="Regexes, one per line; when set, a URL must match one to be crawled.",
+        validators=[regex_lines],
     )
     deny_patterns = models.TextField(
-        blank=True, default="", help_text="Regexes, one per line; a URL matching any is never crawled."
+        blank=True,
+        default="",
+        help_text="Regexes, one per line; a URL matching any is never crawled.",
+        validators=[regex_lines],
     )
     obey_robots = models.BooleanField(default=True, help_text="Honour robots.txt (RFC 9309).")
     user_agent = models.CharField(
@@ -123,12 +131,19 @@ class Project(models.Model):
         max_length=100,
         default="image,video,audio",
         help_text="Kinds of media to download, comma-separated: image, video, audio, file.",
+        validators=[media_kinds],
     )
     media_extensions = models.TextField(
-        blank=True, default="", help_text="Only these file extensions (e.g. .jpg, .mp4), one per line. Empty: any."
+        blank=True,
+        default="",
+        help_text="Only these file extensions (e.g. .jpg, .mp4), one per line. Empty: any.",
+        validators=[extension_lines],
     )
     media_mime_types = models.TextField(
-        blank=True, default="", help_text="Only these MIME types (e.g. image/*, video/mp4), one per line. Empty: any."
+        blank=True,
+        default="",
+        help_text="Only these MIME types (e.g. image/*, video/mp4), one per line. Empty: any.",
+        validators=[mime_type_lines],
     )
     media_max_bytes = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="Largest file to keep, in bytes. Empty: the site-wide CRAWL_MAX_MEDIA_BYTES."
@@ -140,11 +155,13 @@ class Project(models.Model):
         blank=True,
         default="",
         help_text="Regexes, one per line: pages whose URL matches are video/audio pages downloaded whole with yt-dlp.",
+        validators=[regex_lines],
     )
     gallery_page_patterns = models.TextField(
         blank=True,
         default="",
         help_text="Regexes, one per line: pages downloaded with gallery-dl, when the gallery-dl program is installed.",
+        validators=[regex_lines],
     )
     job_id = models.BigIntegerField(
         null=True, blank=True, editable=False, help_text="The console's current job of the project (empty: none)."
@@ -247,6 +264,11 @@ class Page(models.Model):
     change_count = models.PositiveIntegerField(default=0)
     itag = models.CharField(
         max_length=64, blank=True, default="", help_text="Marker of what the page was extracted with (rules stamp)."
+    )
+    parsed = models.BooleanField(
+        default=True,
+        db_default=True,
+        help_text="False for a response stored but not parsed (not HTML, a listing or JSON API): done, not failed.",
     )
     etag = models.CharField(max_length=500, blank=True, default="", help_text="ETag of the stored response.")
     last_modified = models.CharField(max_length=100, blank=True, default="", help_text="Its Last-Modified header.")

@@ -8,9 +8,10 @@ from crawl.frontier.schedule import pages_reschedule
 from crawl.models import Project
 from crawl.services.schedules import schedule_sync, task_name
 
-# Sent by beat's recrawl tick inside its transaction, after it queued pages of a project and before
-# they are published (kwargs: project_id, page_ids). The console makes the tick a job.
-recrawl_dispatched = Signal()
+# Sent by beat's recrawl tick inside its transaction when pages of a project are due, before they
+# are queued (kwargs: project_id). A receiver may answer with the id of the job they run as (the
+# console makes the tick a job).
+recrawl_due = Signal()
 
 REVISIT_FIELDS = ("hub_revisit_seconds", "revisit_min_seconds", "revisit_max_seconds")
 SCHEDULE_FIELDS = frozenset({"recrawl_every_minutes", "recrawl_crontab", "status", *REVISIT_FIELDS})

@@ -6,9 +6,10 @@ from celery import shared_task
 from django.db import transaction
 
 from crawl.frontier.reaper import reap
-from crawl.frontier.schedule import pages_dispatch
+from crawl.frontier.schedule import pages_dispatch, pages_due
+from crawl.frontier.stages import job_scope
 from crawl.services.fetching import pages_fetch
-from crawl.signals import recrawl_dispatched
+from crawl.signals import recrawl_due
 
 
 @shared_task(name="crawl.fetch_batch", bind=True, soft_time_limit=270, time_limit=300)
@@ -24,13 +25,15 @@ def render_batch(self, page_ids: list[int], job: int | None = None) -> int:
 @shared_task(name="crawl.dispatch", soft_time_limit=50, time_limit=60)
 def dispatch_task(project_id: int | None = None) -> int:
     """Beat's recrawl tick: queue the project's due pages (their revisit times are in the rows). When
-    it queued any, `recrawl_dispatched` tells whoever keeps runs (the console makes it a job) before
-    they are published."""
+    some are due, `recrawl_due` asks whoever keeps runs for the job they run as (the console makes
+    the tick a job), and the messages carry it."""
+    job = None
     with transaction.atomic():
-        ids = pages_dispatch(project_id=project_id)
-        if ids and project_id is not None:
-            recrawl_dispatched.send(sender=dispatch_task, project_id=project_id, page_ids=ids)
-    return len(ids)
+        if project_id is not None and pages_due(project_id=project_id).exists():
+            answers = recrawl_due.send(sender=dispatch_task, project_id=project_id)
+            job = next((answer for _receiver, answer in answers if answer), None)
+        with job_scope(job):
+            return len(pages_dispatch(project_id=project_id))
 
 
 @shared_task(name="crawl.reap", soft_time_limit=50, time_limit=60)

@@ -102,6 +102,14 @@ def url_key(canonical_url: str) -> str:
     return hashlib.sha256(canonical_url.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def request_key(canonical_url: str, method: str = "GET", body: str = "") -> str:
+    """The url_key of a request: a GET without a body has its URL's key; another method or a body
+    makes a row of its own (two POSTs with different bodies to one URL are two pages)."""
+    if method == "GET" and not body:
+        return url_key(canonical_url)
+    return url_key(f"{method} {canonical_url}\n{body}")
+
+
 def host_of(url: str) -> str:
     return (urlsplit(url).hostname or "").lower()
 
@@ -118,7 +126,9 @@ def host_in_domains(host: str, domains: tuple[str, ...]) -> bool:
 
 
 def parse_lines(text: str) -> list[str]:
-    return [line.strip() for line in re.split(r"[\n,]", text or "") if line.strip()]
+    """The non-blank lines of a one-per-line field, stripped. Lines only, never commas: a comma is
+    part of a regex ("/p\\d{1,3}\\.html"). Comma-separated fields (media_kinds) split themselves."""
+    return [line.strip() for line in (text or "").split("\n") if line.strip()]
 
 
 @dataclass(frozen=True)
@@ -150,3 +160,18 @@ class Scope:
         if self.allow and not any(p.search(url) for p in self.allow):
             return "not_allowed"
         return None
+
+    def refusal(self, url: str, depth: int) -> tuple[str, str] | None:
+        """`rejects`' code and a sentence naming the limit, domains or pattern behind it, for people
+        (the debugger); None when the URL is in scope. `rejects` decides, so the two cannot differ,
+        and the crawl's per-link path pays nothing for the words."""
+        code = self.rejects(url, depth)
+        if code is None:
+            return None
+        if code == "depth":
+            return code, f"depth {depth} is beyond max_depth {self.max_depth}"
+        if code == "offsite":
+            return code, f"host {host_of(url)} is not in the domains {', '.join(self.domains)}"
+        if code == "denied":
+            return code, "matches deny pattern " + next(p.pattern for p in self.deny if p.search(url))
+        return code, "matches none of the allow patterns " + ", ".join(p.pattern for p in self.allow)

@@ -13,5 +13,7 @@ TASK_ROUTES = {
     "console.jobs_tick": {"queue": FETCH},
     "crawl.render_batch": {"queue": RENDER},
     "scrape.extract_batch": {"queue": EXTRACT},
+    "scrape.deliver": {"queue": EXTRACT},  # result sinks: their I/O beside extraction, never in its way
+    "scrape.sinks_tick": {"queue": EXTRACT},
     "media.download_batch": {"queue": DOWNLOAD},
 }

@@ -152,6 +152,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStateEnum": "console.models.Job.State",
         "JobKindEnum": "console.models.Job.Kind",
+        "SinkKindEnum": "scrape.sinks.models.Sink.Kind",
     },
 }
 
@@ -298,12 +299,24 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(CRAWL_REAP_INTERVAL_SECONDS),
         "options": {"expires": float(CRAWL_REAP_INTERVAL_SECONDS)},
     },
+    "scrape-sinks": {
+        "task": "scrape.sinks_tick",
+        "schedule": 10.0,
+        "options": {"expires": 10.0},
+    },
     "console-jobs": {
         "task": "console.jobs_tick",
         "schedule": float(env.int("CONSOLE_JOBS_TICK_SECONDS", default=5)),
         "options": {"expires": float(env.int("CONSOLE_JOBS_TICK_SECONDS", default=5))},
     },
 }
+
+# --- Result sinks (scrape/sinks/): where items, pages and assets are delivered as they are stored
+CRAWL_SINK_ROOT = Path(env.str("CRAWL_SINK_ROOT", default=str(VAR_DIR / "sinks")))  # file and tar sinks
+CRAWL_SINK_BATCH = env.int("CRAWL_SINK_BATCH", default=200)  # records per delivery (one tar or JSONL object)
+CRAWL_SINK_MAX_ATTEMPTS = env.int("CRAWL_SINK_MAX_ATTEMPTS", default=8)  # then the records fail, shown
+CRAWL_SINK_MAX_BACKOFF_SECONDS = env.int("CRAWL_SINK_MAX_BACKOFF_SECONDS", default=300)
+CRAWL_SINK_LEASE_SECONDS = env.int("CRAWL_SINK_LEASE_SECONDS", default=180)  # > the task's 120 s time limit
 
 # --- The console (console/): jobs, their logs, the workers' heartbeats ----------------------------
 CONSOLE_JOB_LOG_LIMIT = env.int("CONSOLE_JOB_LOG_LIMIT", default=500)  # log entries kept per job

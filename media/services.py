@@ -3,6 +3,7 @@
 import logging
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from crawl.fetcher import is_transient
@@ -12,6 +13,7 @@ from crawl.frontier.stages import ASSET_PENDING_STATES
 from crawl.frontier.verdicts import Done, Fail, Retry, Verdict
 from crawl.models import Project
 from crawl.urls import InvalidURL, canonicalize, host_in_domains, host_of, url_key
+from scrape.sinks.records import assets_offer
 
 from .downloader import Download
 from .downloading import Fetched, clean_stale_temp, download_assets, project_media_rules
@@ -92,7 +94,12 @@ def _finish(fetched: Fetched, token, worker: str) -> bool:
         for result in fetched.files:
             result.discard()
     verdict.fields["downloaded_by"] = worker
-    written = assets_finish(token=token, verdicts=[(asset, verdict)])
+    with transaction.atomic():  # a stored asset is offered to the project's sinks with its verdict
+        written = assets_finish(token=token, verdicts=[(asset, verdict)])
+        if asset.id in written and isinstance(verdict, Done):
+            for name, value in verdict.fields.items():
+                setattr(asset, name, value)
+            assets_offer(asset.project_id, [asset])
     if asset.id not in written:
         return False
     return isinstance(verdict, Done | Fail) or asset.attempts >= settings.CRAWL_MAX_ATTEMPTS

@@ -58,6 +58,20 @@ def store_file(path: str, *, sha256: str, size: int) -> str:
     return key
 
 
+def store_object(key: str, path: str) -> str:
+    """Write the file at `key` (replacing what is there), atomically: the result sinks' objects,
+    whose names they choose. Raises StorageUnavailable on outages."""
+    if key.startswith("sha256/") or ".." in key.split("/") or key.startswith("/"):
+        raise ValueError(f"not a key for a named object: {key!r}")
+    storage = _storage()
+    with _outage_as_unavailable():
+        if isinstance(storage, S3Storage):
+            _s3_put(storage, key, path)
+        else:
+            _disk_put(storage, key, path)
+    return key
+
+
 def object_url(key: str, *, expires: int | None = None) -> str:
     """A presigned GET URL on S3 (valid `expires` s, default AWS_QUERYSTRING_EXPIRE); MEDIA_URL + key on disk."""
     storage = _storage()

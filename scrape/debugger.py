@@ -1,21 +1,63 @@
-"""Try one URL: fetch it through the real guarded client and run the real extraction, storing
-nothing (pyspider's debugger, without running arbitrary code). Used by `manage.py tryurl` and the
-admin's "Try a URL" page."""
+"""Try one URL the way the crawl would: the same request (a seed's method, body and headers), the
+same fetch (headless Chromium for render_js projects), the same extraction, and each link's fate as
+discovery and the fetch stage would decide it. Writes nothing but the shared robots.txt cache
+(pyspider's debugger, without running arbitrary code). Used by `manage.py tryurl` and the admin's
+"Try a URL" page."""
 
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 
 import lxml.etree
 
-from crawl.fetcher import fetch, runner
+from crawl.fetcher import FetchResponse, fetch, runner
+from crawl.frontier.discovery import (
+    existing_keys,
+    forget_scope,
+    project_scope,
+    seed_request,
+    within_budget,
+    within_host_budgets,
+)
+from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from crawl.robots import policy_from_response
 from crawl.services.fetching import allows_private, build_request, fetch_limits, user_agent_of
-from crawl.urls import InvalidURL, canonicalize, host_of, origin_of
+from crawl.services.rendering import render_page
+from crawl.services.robots_cache import robots_policies
+from crawl.urls import InvalidURL, Scope, canonicalize, host_of, origin_of, url_key
 
 from .decide import PageResult, extract_page, extraction_fields
+from .extractors import media_kind_of
 from .rules import RuleError, compile_css, compile_xpath, match_texts, parse_html
 
 MAX_MATCHES = 50  # texts of a tried selector's matches shown (all are counted)
+FOLLOW = "follow"
+SCOPE_FATES = {
+    "depth": "depth",
+    "offsite": "out of scope",
+    "denied": "denied by pattern",
+    "not_allowed": "not allowed by pattern",
+}
+# Every fate a link can get, in the order the reports list them.
+FATES = (
+    FOLLOW,
+    "robots.txt",
+    "already known",
+    "page budget",
+    *SCOPE_FATES.values(),
+    "invalid URL",
+    "nofollow",
+    "media file",
+    "not chosen by rules",
+)
+
+
+@dataclass(frozen=True)
+class LinkFate:
+    """What the crawl would do with one link of the page: follow it, or the reason it does not."""
+
+    url: str
+    fate: str
+    reason: str = ""
 
 
 @dataclass
@@ -27,6 +69,8 @@ class Trial:
     robots: str = ""
     body: bytes = b""  # the fetched response, for trying selectors on it
     result: PageResult | None = None
+    fetch: dict = field(default_factory=dict)  # how it was fetched: method, rendered, request_from, depth, kind
+    links: list[LinkFate] = field(default_factory=list)
 
 
 def try_url(url: str, *, project: Project | None = None, allow_private: bool = False) -> Trial:
@@ -36,15 +80,10 @@ def try_url(url: str, *, project: Project | None = None, allow_private: bool = F
         canonical = canonicalize(url)
     except InvalidURL as exc:
         return Trial(url=url, error=f"{exc.code}: {exc}")
-    page = Page(project=project, url=canonical, host=host_of(canonical), depth=0)
+    page, request_from = _trial_page(project, canonical)
     trial = Trial(url=canonical, robots=_robots(project, canonical))
-    request = build_request(project, page)
-    client = runner.client(allow_private=allows_private(project), proxy=project.proxy)
-    response = runner.run(
-        fetch(
-            client, canonical, headers=request.headers, limits=fetch_limits(), method=request.method, body=request.body
-        )
-    )
+    response, trial.fetch = _fetch(project, page)
+    trial.fetch |= {"request_from": request_from, "depth": page.depth, "kind": page.kind}
     trial.status_code, trial.headers = response.status_code, response.headers
     if response.error_code:
         trial.error = f"{response.error_code}: {response.error_message}"
@@ -53,20 +92,51 @@ def try_url(url: str, *, project: Project | None = None, allow_private: bool = F
     page.final_url = response.location or canonical
     trial.body = response.body
     trial.result = extract_page(page, response.body, response.headers)
+    trial.links = link_fates(project, trial.result)
     return trial
 
 
+def _trial_page(project: Project, canonical: str) -> tuple[Page, str]:
+    """The page as the crawl would fetch it, and where its request comes from: its frontier row's
+    depth, kind and request (what the crawl sends), else its seed's (method, body, headers), else a
+    plain GET at depth 0. Never the row's validators: a 304 would leave nothing to extract."""
+    page = Page(project=project, url=canonical, url_key=url_key(canonical), host=host_of(canonical), depth=0)
+    if project.pk is None:
+        return page, ""
+    fields = ("depth", "kind", "request", "priority", "redirect_hops")
+    row = Page.objects.filter(project=project, url_key=page.url_key).values(*fields).first()
+    if row:
+        for name, value in row.items():
+            setattr(page, name, value)
+        return page, "frontier row"
+    seed = next((s for s in project.seeds.all() if _canonical_or_raw(s.url) == canonical), None)
+    if seed is None:
+        return page, ""
+    page.kind, page.request, page.priority = seed.kind, seed_request(seed), seed.priority
+    return page, "seed"
+
+
+def _fetch(project: Project, page: Page) -> tuple[FetchResponse, dict]:
+    """The crawl's fetch of the page: rendered in headless Chromium for a render_js project (which,
+    as in the crawl, navigates with GET), else build_request through the guarded client."""
+    private, agent = allows_private(project), user_agent_of(project)
+    if project.render_js:
+        return render_page(page.url, allow_private=private, user_agent=agent), {"method": "GET", "rendered": True}
+    request = build_request(project, page)
+    client = runner.client(allow_private=private, proxy=project.proxy)
+    limits = fetch_limits()
+    response = runner.run(
+        fetch(client, page.url, headers=request.headers, limits=limits, method=request.method, body=request.body)
+    )
+    return response, {"method": request.method, "body_bytes": len(request.body or b""), "rendered": False}
+
+
 def _robots(project: Project, url: str) -> str:
+    """robots.txt's decision on the page, read through the crawl's cache as the fetch stage reads it."""
     if not project.obey_robots:
         return "not obeyed by this project"
-    client = runner.client(allow_private=allows_private(project), proxy=project.proxy)
     agent = user_agent_of(project)
-    response = runner.run(
-        fetch(client, f"{origin_of(url)}/robots.txt", headers={"User-Agent": agent}, limits=fetch_limits())
-    )
-    status = None if response.error_code else response.status_code
-    body = response.body.decode("utf-8", errors="replace") if status and status < 300 else ""
-    policy = policy_from_response(status, body, response.error_code)
+    policy = robots_policies({origin_of(url)}, allow_private=allows_private(project), user_agent=agent)[origin_of(url)]
     return "allowed" if policy.allows(url, agent) else "refused: " + policy.refusal()[1]
 
 
@@ -79,6 +149,7 @@ def trial_report(trial: Trial, *, selector: str = "", selector_kind: str = "css"
         "robots": trial.robots,
         "error": trial.error,
         "headers": trial.headers,
+        "fetch": trial.fetch,
     }
     if selector:
         report["selector"] = selector_report(trial, selector, kind=selector_kind)
@@ -89,8 +160,11 @@ def trial_report(trial: Trial, *, selector: str = "", selector_kind: str = "css"
     report |= {
         "page": _page_report(result),
         "items": [{"kind": i.kind, "position": i.position, "data": i.data, "errors": i.errors} for i in result.items],
-        "links": [link.url for link in result.links],
+        **links_report(trial),
         "media": [{"url": u, "kind": k} for u, k in result.media],
+        "handler_log": [
+            {"at": x.at.isoformat(), "level": x.level, "message": x.message} for x in result.handler_log or []
+        ],
     }
     if extraction is not None:
         report["fields"] = extraction_fields(extraction) | {"text": extraction.text[:2000]}
@@ -118,3 +192,143 @@ def selector_report(trial: Trial, selector: str, *, kind: str = "css") -> dict:
         return report | {"error": str(exc)}
     found = found if isinstance(found, list) else [found]  # count(), string(), boolean() give one value
     return report | {"count": len(found), "matches": match_texts(found[:MAX_MATCHES], "text")}
+
+
+def links_report(trial: Trial) -> dict:
+    """The links as plain data: `links`, the URLs the crawl would follow; `link_fates`, every link
+    with its fate and reason; `link_counts`, how many links got each fate."""
+    counts = Counter(f.fate for f in trial.links)
+    return {
+        "links": [f.url for f in trial.links if f.fate == FOLLOW],
+        "link_fates": [asdict(f) for f in trial.links],
+        "link_counts": {fate: counts[fate] for fate in FATES if counts[fate]},
+    }
+
+
+def fate_groups(link_fates: list[dict]) -> list[dict]:
+    """A report's link_fates grouped by fate, in FATES order: [{"fate", "count", "links"}]."""
+    groups = [{"fate": fate, "links": [f for f in link_fates if f["fate"] == fate]} for fate in FATES]
+    return [g | {"count": len(g["links"])} for g in groups if g["links"]]
+
+
+def link_fates(project: Project, result: PageResult) -> list[LinkFate]:
+    """The fate of every link on the page, decided as the crawl decides it: what extraction hands on,
+    then discovery (canonical form, scope, the frontier, the page budgets), then robots.txt, which
+    the fetch stage reads (a link it refuses still joins the frontier, and fails there)."""
+    fates, wanted = _scope_fates(_scope_of(project, result.page.url), result.links)
+    for step in (_frontier_fates, _robots_fates):
+        refused = step(project, wanted)
+        fates |= refused
+        wanted = {u: c for u, c in wanted.items() if u not in refused}
+    fates |= {u: LinkFate(u, FOLLOW) for u in wanted}
+    order = list(dict.fromkeys(link.url for link in result.links))
+    return [fates[u] for u in order] + _dropped_by_extraction(project, result, order)
+
+
+def _scope_of(project: Project, page_url: str) -> Scope:
+    """The project's scope as its workers will have it (not this process's cached copy); an ad-hoc
+    trial's only seed is the tried URL, so its domain is that URL's host."""
+    if project.pk is None:
+        return Scope.build(domains=[host_of(page_url)])
+    forget_scope(project.id)
+    return project_scope(project)
+
+
+def _scope_fates(scope: Scope, links: list[Link]) -> tuple[dict[str, LinkFate], dict[str, tuple[str, str]]]:
+    """Fates of the links that are not crawlable URLs or out of scope, and (canonical, url_key) of
+    the others, by link URL."""
+    fates: dict[str, LinkFate] = {}
+    wanted: dict[str, tuple[str, str]] = {}
+    for link in links:
+        if link.url in fates or link.url in wanted:
+            continue
+        try:
+            canonical = canonicalize(link.url)
+        except InvalidURL as exc:
+            fates[link.url] = LinkFate(link.url, "invalid URL", f"{exc.code}: {exc}")
+            continue
+        refusal = scope.refusal(canonical, link.depth)
+        if refusal:
+            fates[link.url] = LinkFate(link.url, SCOPE_FATES[refusal[0]], refusal[1])
+        else:
+            wanted[link.url] = (canonical, url_key(canonical))
+    return fates, wanted
+
+
+def _frontier_fates(project: Project, wanted: dict[str, tuple[str, str]]) -> dict[str, LinkFate]:
+    """Links whose row is in the project's frontier already, and new ones past a page budget."""
+    if project.pk is None:
+        return {}  # an ad-hoc trial has no frontier and no budget
+    urls = {key: canonical for canonical, key in wanted.values()}
+    known = existing_keys(project, sorted(urls))
+    new_rows = [Page(project=project, url=urls[k], url_key=k, host=host_of(urls[k])) for k in sorted(urls)]
+    over = _over_budget(project, [row for row in new_rows if row.url_key not in known])
+    fates = {}
+    for url, (_, key) in wanted.items():
+        if key in known:
+            fates[url] = LinkFate(url, "already known", "the project's frontier has this URL already")
+        elif key in over:
+            fates[url] = LinkFate(url, "page budget", over[key])
+    return fates
+
+
+def _over_budget(project: Project, rows: list[Page]) -> dict[str, str]:
+    """Why each new row the crawl's own trimming (url_key order, each host's budget, then the
+    project's) leaves out is left out, by url_key."""
+    kept = {row.url_key for row in within_budget(project, rows)}
+    per_host = project.max_pages_per_host
+    host_kept = {row.url_key for row in (within_host_budgets(project, rows) if per_host is not None else rows)}
+    reasons = {}
+    for row in rows:
+        if row.url_key not in host_kept:
+            reasons[row.url_key] = f"max_pages_per_host ({per_host}) reached for {row.host}"
+        elif row.url_key not in kept:
+            reasons[row.url_key] = f"max_pages ({project.max_pages}) reached"
+    return reasons
+
+
+def _robots_fates(project: Project, wanted: dict[str, tuple[str, str]]) -> dict[str, LinkFate]:
+    """Links robots.txt refuses to the project's user agent, read through the crawl's cache once
+    per origin."""
+    if not project.obey_robots or not wanted:
+        return {}
+    agent = user_agent_of(project)
+    origins = {origin_of(canonical) for canonical, _ in wanted.values()}
+    policies = robots_policies(origins, allow_private=allows_private(project), user_agent=agent)
+    fates = {}
+    for url, (canonical, _) in wanted.items():
+        policy = policies[origin_of(canonical)]
+        if not policy.allows(canonical, agent):
+            code, message = policy.refusal()
+            fates[url] = LinkFate(url, "robots.txt", f"{code}: {message}; it joins the frontier and fails when fetched")
+    return fates
+
+
+def _dropped_by_extraction(project: Project, result: PageResult, handed_on: list[str]) -> list[LinkFate]:
+    """Links of the page that extraction does not hand on: nofollow ones (rel=nofollow, or the page's
+    meta robots, obeyed with robots.txt), media files (downloaded, not crawled), and those the rule
+    sets' follow/deny patterns or the spider did not choose."""
+    if result.extraction is None:
+        return []
+    chooser = f"the spider {project.spider!r}" if project.spider else "the rule sets' follow/deny patterns"
+    seen = {_canonical_or_raw(u) for u in handed_on}
+    dropped = []
+    for link in result.extraction.links:
+        key = _canonical_or_raw(link.url)
+        if key in seen:
+            continue
+        seen.add(key)
+        if link.nofollow and project.obey_robots:
+            dropped.append(LinkFate(link.url, "nofollow", "rel=nofollow or the page's meta robots: not followed"))
+        elif project.download_media and media_kind_of(link.url):
+            dropped.append(LinkFate(link.url, "media file", "downloaded as media, not crawled"))
+        else:
+            dropped.append(LinkFate(link.url, "not chosen by rules", f"{chooser} did not choose it"))
+    return dropped
+
+
+def _canonical_or_raw(url: str) -> str:
+    try:
+        return canonicalize(url)
+    except InvalidURL:
+        return url

@@ -3,6 +3,7 @@ the page row's changes. Reads the project's rule sets but writes nothing, so the
 the `tryurl` debugger run exactly the same code.
 """
 
+import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -12,13 +13,14 @@ from crawl.models import Page, Project
 from crawl.sitemaps import parse_listing
 from media.downloading import project_media_rules
 
-from .extractors import Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
+from .extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
 from .fingerprint import fingerprints
 from .jsonapi import ApiConfigError, compile_api_config, config_version
 from .models import RuleSet
 from .rules import CompiledRules, RuleError, compile_rules
-from .spiders import Response, SpiderError, get_spider, load_spider_modules, run_spider
+from .spiders import LogLine, Request, RequestError, Response, SpiderError, get_spider, load_spider_modules, run_spider
 
+log = logging.getLogger("crawlhub.extract")
 MAX_ITEM_LINKS = 1000  # links stored with anchor text on the page item (all of them are followed)
 _RULES: dict[int, tuple[object, list[CompiledRules]]] = {}
 _SPIDERS_LOADED = False
@@ -44,6 +46,7 @@ class PageResult:
     items: list[ItemRow] = field(default_factory=list)
     extraction: Extraction | None = None
     error: tuple[str, str] | None = None  # (code, message): extraction failed for good
+    handler_log: list[LogLine] | None = None  # what the spider's handler logged (None: no spider ran)
 
     @property
     def failed(self) -> bool:
@@ -51,39 +54,61 @@ class PageResult:
 
 
 def project_rule_sets(project: Project) -> list[CompiledRules]:
-    """The project's enabled rule sets, compiled; cached per process until the project's
-    rules_changed_at stamp moves (saving or deleting a rule set moves it)."""
+    """The project's enabled rule sets, compiled, each with its own item kind; cached per process
+    until the project's rules_changed_at stamp moves (saving or deleting a rule set moves it)."""
     if project.id is None:
         return []
     stamp = project.rules_changed_at
     cached = _RULES.get(project.id)
     if cached and cached[0] == stamp:
         return cached[1]
-    compiled = []
-    for spec in (
-        RuleSet.objects.filter(project_id=project.id, enabled=True).order_by("name").values_list("spec", flat=True)
+    compiled: dict[str, CompiledRules] = {}
+    for name, spec in (
+        RuleSet.objects.filter(project_id=project.id, enabled=True).order_by("name").values_list("name", "spec")
     ):
         try:
-            compiled.append(compile_rules(spec))
+            rules = compile_rules(spec, name=name)
         except RuleError:
             continue  # saved before a stricter check: skipped, the admin shows why on its next save
-    _RULES[project.id] = (stamp, compiled)
-    return compiled
+        if rules.kind in compiled:  # saved before kinds were checked: the two would overwrite each other's items
+            log.warning("project %s: rule set %s skipped, its kind %s is another's", project.id, name, rules.kind)
+            continue
+        compiled[rules.kind] = rules
+    _RULES[project.id] = (stamp, list(compiled.values()))
+    return list(compiled.values())
 
 
 def extract_page(page: Page, body: bytes, headers: dict) -> PageResult:
-    """The whole extraction of one response (redirect, listing, JSON API, or HTML)."""
+    """The whole extraction of one response (redirect, listing, JSON API, HTML, or not parsed)."""
+    result = _extract(page, body, headers)
+    if not result.failed:
+        result.changes.setdefault("parsed", True)  # it may have been a response not parsed before
+    return result
+
+
+def _extract(page: Page, body: bytes, headers: dict) -> PageResult:
     if 300 <= (page.status_code or 0) < 400:
         return _redirect(page)
     if page.kind in ("sitemap", "feed"):
         return _listing(page, body)
+    if page.project.spider and page.request.get("route") and not looks_like_html(page.content_type, body):
+        return _routed(page, body, headers)
     if page.project.api_config and _looks_like_json(page.content_type, body):
         return _json_api(page, body)
-    if not looks_like_html(page.content_type, body) or looks_binary(body):
-        kind = page.content_type or "a body of unknown type"
-        message = f"{kind} is not HTML{' (binary bytes)' if looks_binary(body) else ''}: nothing to extract"
-        return _failed(page, "not_html", message)
+    if not looks_like_html(page.content_type, body):
+        return _not_parsed(page)
+    if looks_binary(body):  # binary bytes served as HTML: a broken response, not a file
+        kind = page.content_type if page.content_type in HTML_TYPES else "a body that looks like HTML"
+        return _failed(page, "not_html", f"{kind} with binary bytes (NUL in the first KiB): nothing to extract")
     return _html(page, body, headers)
+
+
+def _not_parsed(page: Page) -> PageResult:
+    """A response that is not HTML (a PDF, an image, JSON outside API mode): stored and done, with
+    its content type, but not parsed, so no links or items (a media page is still downloaded)."""
+    project = page.project
+    kind = project_media_rules(project).media_page_kind(page.url) if project.download_media else None
+    return PageResult(page=page, changes={"parsed": False, "title": ""}, media=[(page.url, kind)] if kind else [])
 
 
 def _failed(page: Page, code: str, message: str) -> PageResult:
@@ -95,9 +120,18 @@ def _redirect(page: Page) -> PageResult:
     if hops > settings.CRAWL_MAX_REDIRECTS:
         message = f"more than {settings.CRAWL_MAX_REDIRECTS} redirects in a row"
         return _failed(page, "too_many_redirects", message)
-    return PageResult(
-        page=page, changes={}, links=[Link(page.final_url, page.depth, page.id, hops, priority=page.priority)]
-    )
+    link = Link(page.final_url, page.depth, page.id, hops, priority=page.priority, request=_redirected(page))
+    return PageResult(page=page, changes={}, links=[link])
+
+
+def _redirected(page: Page) -> dict:
+    """A request follows its redirect with its route, meta, headers and cookies; its method and body
+    only on 307 and 308 (any other redirect turns it into a GET, as browsers do)."""
+    request = dict(page.request or {})
+    if page.status_code not in (307, 308):
+        request.pop("method", None)
+        request.pop("body", None)
+    return request
 
 
 def _listing(page: Page, body: bytes) -> PageResult:
@@ -106,8 +140,8 @@ def _listing(page: Page, body: bytes) -> PageResult:
     listing = parse_listing(body, base_url=page.final_url or page.url, content_type=page.content_type)
     if listing.error:
         return _failed(page, f"listing_{listing.error}", f"cannot read this {page.kind}")
-    links = [Link(d.url, page.depth, page.id, 0, "page") for d in listing.urls]
-    links += [Link(d.url, page.depth, page.id, 0, "sitemap") for d in listing.sitemaps]
+    links = [Link(d.url, page.depth, page.id, 0, "page", lastmod=d.lastmod) for d in listing.urls]
+    links += [Link(d.url, page.depth, page.id, 0, "sitemap", lastmod=d.lastmod) for d in listing.sitemaps]
     item = {"url": page.url, "kind": listing.kind, "urls": len(listing.urls), "sitemaps": len(listing.sitemaps)}
     return PageResult(page=page, changes={}, links=links, items=[ItemRow("listing", 0, item)])
 
@@ -137,7 +171,10 @@ def _html(page: Page, body: bytes, headers: dict) -> PageResult:
     project = page.project
     extraction = extract_html(body, page.url, charset=_charset(headers), max_links=settings.CRAWL_MAX_LINKS_PER_PAGE)
     download = project.download_media
-    links = [link.url for link in extraction.links if not (download and media_kind_of(link.url))]
+    # rel=nofollow and <meta name="robots" content="nofollow"> are obeyed with robots.txt.
+    obey = project.obey_robots
+    followed = [link for link in extraction.links if not (obey and link.nofollow)]
+    links = [link.url for link in followed if not (download and media_kind_of(link.url))]
     media = [(m.url, m.kind) for m in extraction.media] if download else []
     page_kind = project_media_rules(project).media_page_kind(page.url) if download else None
     if page_kind:
@@ -146,12 +183,19 @@ def _html(page: Page, body: bytes, headers: dict) -> PageResult:
     changes = {"title": extraction.title, **_fingerprints(extraction.text)}
     priorities: dict[str, int] = {}
     links = _apply_rules(page, body, items, links, media, priorities)
-    error = None
-    if project.spider:
-        links, error = _apply_spider(page, body, headers, items, media, priorities)
     result_links = [Link(u, page.depth + 1, page.id, 0, priority=priorities.get(u, 0)) for u in links]
+    error = handler_log = None
+    if project.spider:
+        result_links, error, handler_log = _apply_spider(page, body, headers, items, media, priorities)
     return PageResult(
-        page=page, changes=changes, links=result_links, media=media, items=items, extraction=extraction, error=error
+        page=page,
+        changes=changes,
+        links=result_links,
+        media=media,
+        items=items,
+        extraction=extraction,
+        error=error,
+        handler_log=handler_log,
     )
 
 
@@ -162,9 +206,8 @@ def _apply_rules(page: Page, body: bytes, items: list, links: list[str], media: 
         if not rules.applies_to(page.url):
             continue
         result = rules.extract(body, page.url)
-        kind = f"rule:{rules.name}"
         items += [
-            ItemRow(kind, i, d, e, rules.version)
+            ItemRow(rules.kind, i, d, e, rules.version)
             for i, (d, e) in enumerate(zip(result.items, result.errors, strict=True))
         ]
         media += [(url, "download") for url in result.downloads]
@@ -177,25 +220,43 @@ def _apply_rules(page: Page, body: bytes, items: list, links: list[str], media: 
     return list(dict.fromkeys(ruled_links)) if restricted else links
 
 
+def _routed(page: Page, body: bytes, headers: dict) -> PageResult:
+    """The answer to a spider's request that names its handler (a JSON API, say): the handler
+    alone reads it, whatever its type."""
+    items, media = [], []
+    links, error, handler_log = _apply_spider(page, body, headers, items, media, {})
+    return PageResult(
+        page=page, changes={}, links=links, media=media, items=items, error=error, handler_log=handler_log
+    )
+
+
 def _apply_spider(
     page: Page, body: bytes, headers: dict, items: list, media: list, priorities: dict
-) -> tuple[list[str], tuple[str, str] | None]:
-    """The project's Python spider decides the links; its failure is the page's error, not the worker's."""
+) -> tuple[list[Link], tuple[str, str] | None, list[LogLine] | None]:
+    """The project's Python spider decides the links, each with its request (method, body, route,
+    meta...); its failure is the page's error, not the worker's. The page was fetched with its row's
+    request, which the handler sees as response.request. Also returns what the handler logged."""
     global _SPIDERS_LOADED
     if not _SPIDERS_LOADED:
         load_spider_modules(settings.CRAWL_SPIDER_MODULES)
         _SPIDERS_LOADED = True
     try:
         spider = get_spider(page.project.spider)
-    except SpiderError as exc:
-        return [], ("spider_error", str(exc)[:2000])
-    result = run_spider(spider, Response(url=page.url, status=page.status_code or 200, headers=headers, body=body))
+        request = Request.from_page_request(page.url, page.request, page.priority)
+    except (SpiderError, RequestError) as exc:
+        return [], ("spider_error", str(exc)[:2000]), None
+    response = Response(url=page.url, status=page.status_code or 200, headers=headers, body=body, request=request)
+    result = run_spider(spider, response)
     if result.error:
-        return [], ("spider_error", result.error[:2000])
+        return [], ("spider_error", result.error[:2000]), result.log
     items += [ItemRow("spider", i, data) for i, data in enumerate(result.items)]
     media += result.media
-    priorities.update(result.priorities)
-    return result.follow, None
+    depth = page.depth + 1
+    links = [
+        Link(r.url, depth, page.id, priority=r.priority or priorities.get(r.url, 0), request=r.page_request())
+        for r in result.requests
+    ]
+    return links, None, result.log
 
 
 def extraction_fields(extraction: Extraction) -> dict:

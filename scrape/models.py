@@ -4,7 +4,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from .rules import RuleError, compile_rules, rules_version
+from crawl.validators import json_problem
+
+from .rules import RuleError, compile_rules, item_kind, rules_version
 
 
 class Item(models.Model):
@@ -48,7 +50,9 @@ class RuleSet(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
-        compile_rules(self.spec)  # never store rules that cannot run
+        compile_rules(self.spec, name=self.name)  # never store rules that cannot run
+        if problem := self.kind_problem():  # nor two rule sets whose items would overwrite each other
+            raise RuleError(problem)
         self.version = rules_version(self.spec)
         super().save(*args, **kwargs)
         self._touch_project()
@@ -58,6 +62,11 @@ class RuleSet(models.Model):
         self._touch_project()
         return result
 
+    @property
+    def kind(self) -> str:
+        """The kind of the items it makes: rule:<name>, or rule:<the spec's "name"> when it has one."""
+        return item_kind(self.name, self.spec)
+
     def _touch_project(self) -> None:
         """Workers key their compiled rules on this stamp, so a change is seen by the next batch."""
         from crawl.models import Project
@@ -66,6 +75,46 @@ class RuleSet(models.Model):
 
     def clean(self) -> None:
         try:
-            compile_rules(self.spec)
+            compile_rules(self.spec, name=self.name)
         except RuleError as exc:
             raise ValidationError({"spec": str(exc)}) from None
+        if problem := json_problem(self.spec):
+            raise ValidationError({"spec": f"cannot be stored: {problem}"})
+        if problem := self.kind_problem():
+            overridden = self.kind != f"rule:{self.name}"
+            raise ValidationError({"spec" if overridden else "name": problem})
+
+    def kind_problem(self) -> str | None:
+        """Why its items' kind cannot be used: too long for Item.kind, or another rule set of the
+        project makes items of that kind (they would overwrite each other's)."""
+        kind, longest = self.kind, Item._meta.get_field("kind").max_length
+        if len(kind) > longest:
+            return f"the items' kind {kind!r} is longer than {longest} characters: choose a shorter name"
+        if self.project_id is None:
+            return None
+        others = RuleSet.objects.filter(project_id=self.project_id).exclude(pk=self.pk).values_list("name", "spec")
+        taken = next((name for name, spec in others if item_kind(name, spec) == kind), None)
+        if taken is None:
+            return None
+        return (
+            f"rule set {taken!r} of this project already makes items of kind {kind!r}: give this rule set "
+            'another name, or another "name" in its spec (the spec\'s "name" overrides the rule set\'s own)'
+        )
+
+
+class HandlerLog(models.Model):
+    """A line a spider's handler logged while it parsed a page, or its traceback: the page keeps
+    its latest extraction's last lines (scrape/handler_log.py), replaced by the next one."""
+
+    page = models.ForeignKey(
+        "crawl.Page", on_delete=models.CASCADE, related_name="handler_log_lines", help_text="The page parsed."
+    )
+    at = models.DateTimeField(help_text="When the handler logged it.")
+    level = models.CharField(max_length=10, help_text="DEBUG, INFO, WARNING, ERROR or CRITICAL.")
+    message = models.TextField(help_text="What it logged, or the traceback of the exception it raised.")
+
+    def __str__(self) -> str:
+        return f"{self.level}: {self.message[:80]}"
+
+
+from .sinks.models import Sink, SinkDelivery  # noqa: E402, F401 - registered with the scrape app

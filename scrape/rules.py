@@ -6,6 +6,7 @@ A rule set is JSON-compatible data kept in a JSONField; see tests/test_rules.py 
 A field has exactly one of css / xpath (relative to the item element) and optionally attr ("text", "html"
 or an attribute name), absolute, regex (group 1, else the whole match), type (str, int, float, bool) and
 many; values go through absolute, regex and type in that order, and a value they reject is missing.
+Items are of kind rule:<the RuleSet's own name>; the spec's "name", when given, overrides it.
 """
 
 import hashlib
@@ -72,7 +73,7 @@ class RuleResult:
 
 @dataclass(frozen=True)
 class CompiledRules:
-    name: str
+    name: str  # its items are of kind rule:<name>: the spec's "name" if it has one, else the rule set's
     version: str
     url_patterns: tuple[re.Pattern, ...] = ()
     item_selector: lxml.etree.XPath | None = None
@@ -83,6 +84,11 @@ class CompiledRules:
     id_regex: re.Pattern | None = None
     download_url_fmt: str = ""
     priority: int = 0  # of the links this rule set follows: higher is fetched sooner
+
+    @property
+    def kind(self) -> str:
+        """The kind of its items (Item.kind)."""
+        return f"rule:{self.name}"
 
     def applies_to(self, url: str) -> bool:
         return not self.url_patterns or any(p.search(url) for p in self.url_patterns)
@@ -149,8 +155,19 @@ class CompiledRules:
         return list(urls)
 
 
-def compile_rules(spec: dict) -> CompiledRules:
-    """Validate a rule set and compile its selectors and regexes; RuleError names the first problem."""
+def item_kind(rule_set_name: str, spec: Any) -> str:
+    """The kind of a rule set's items: rule:<its own name>, unless the spec's "name" overrides it."""
+    return f"rule:{_items_name(rule_set_name, spec)}"
+
+
+def _items_name(rule_set_name: str, spec: Any) -> str:
+    override = spec.get("name") if isinstance(spec, dict) else None
+    return (override.strip() if isinstance(override, str) else "") or rule_set_name
+
+
+def compile_rules(spec: dict, *, name: str = "") -> CompiledRules:
+    """Validate a rule set and compile its selectors and regexes; RuleError names the first problem.
+    `name` is the rule set's own name: its items are of kind rule:<name> (see item_kind)."""
     _check_keys("rules", spec, SPEC_KEYS)
     fields = _dict("fields", spec.get("fields", {}))
     compiled_fields = tuple(_compile_field(name, rule) for name, rule in fields.items())
@@ -163,7 +180,7 @@ def compile_rules(spec: dict) -> CompiledRules:
         raise RuleError("id_regex and download_url_fmt: give both or neither")
     item_selector = spec.get("item_selector")
     return CompiledRules(
-        name=_string("name", spec.get("name", ""), allow_empty=True),
+        name=_items_name(name, {"name": _string("name", spec.get("name", ""), allow_empty=True)}),
         version=rules_version(spec),
         url_patterns=_regexes("url_patterns", spec.get("url_patterns", [])),
         item_selector=None if item_selector is None else compile_css("item_selector", item_selector),

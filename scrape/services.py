@@ -24,7 +24,8 @@ from crawl.services.outcomes import rules_stamp
 from media.services import assets_link_many
 
 from .decide import PageResult, extract_page
-from .models import Item
+from .models import HandlerLog, Item
+from .sinks.records import results_offer
 
 log = logging.getLogger("crawlhub.extract")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -85,6 +86,8 @@ def _write(results: list[PageResult], token, worker: str) -> int:
     for page_id in {p.id for p, _ in verdicts} - written:
         log.warning("lease lost before finishing extraction of page %s", page_id)
     items_store([r for r in results if r.page.id in written])
+    handler_logs_store([r for r in results if r.page.id in written])
+    results_offer(project, [r for r in results if r.page.id in written], clean=_jsonb_safe)
     versions_record([v for v in versions if v[0].id in written])
     return len(new_ids)
 
@@ -129,6 +132,20 @@ def items_store(results: list[PageResult]) -> None:
     )
     if results:
         Item.objects.filter(page_id__in=[r.page.id for r in results]).exclude(updated_at=now).delete()
+
+
+def handler_logs_store(results: list[PageResult]) -> None:
+    """Each spider-parsed page keeps what its handler logged this time (and its traceback), in
+    place of what the previous extraction logged."""
+    logged = [r for r in results if r.handler_log is not None]
+    if not logged:
+        return
+    HandlerLog.objects.filter(page_id__in=[r.page.id for r in logged]).delete()
+    HandlerLog.objects.bulk_create(
+        HandlerLog(page_id=r.page.id, at=line.at, level=line.level, message=_jsonb_safe(line.message))
+        for r in logged
+        for line in r.handler_log
+    )
 
 
 def _jsonb_safe(value):

@@ -9,17 +9,24 @@ whose methods are marked with @route(regex); see scrape/example_spiders.py.
 
         @route(r"/product/")
         def product(self, response):
+            self.log.info("product %s", response.url)  # kept with the page (HandlerLog)
             yield {"title": response.xpath("string(//h1)")}
             yield Follow("/related")
+            yield Request("/api/stock", method="POST", json={"id": 7}, route="stock", meta={"id": 7})
+
+        def stock(self, response):
+            yield {"id": response.meta["id"], "stock": response.json()["stock"]}
 """
 
 import codecs
 import functools
 import importlib
 import json
+import logging
 import re
+import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urljoin
 
@@ -27,6 +34,8 @@ import lxml.etree
 import lxml.html
 
 from .extractors import absolute_http_url, looks_like_html
+from .handler_log import LogLine, handler_log_captured
+from .spider_request import Follow, Request, RequestError  # noqa: F401 - spiders import them from here
 
 MAX_ERROR_CHARS = 2000
 _CHARSET = re.compile(r"""charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
@@ -44,6 +53,16 @@ class Response:
     status: int
     headers: dict
     body: bytes
+    request: Request | None = None  # what was sent (method, headers, meta...); a plain GET of url if not given
+
+    def __post_init__(self) -> None:
+        if self.request is None:
+            self.request = Request(self.url)
+
+    @property
+    def meta(self) -> dict:
+        """The meta of the Request that fetched this page ({} for a link found by URL)."""
+        return self.request.meta
 
     @property
     def content_type(self) -> str:
@@ -97,6 +116,16 @@ class Response:
         matcher = _css_selector(selector)
         return [] if self.doc is None else matcher(self.doc)
 
+    @functools.cached_property
+    def soup(self) -> Any:
+        """The body as BeautifulSoup (lxml's parser), built on first use; the header's charset, else
+        what the document declares."""
+        try:
+            from bs4 import BeautifulSoup
+        except ImportError as exc:
+            raise SpiderError("Response.soup needs beautifulsoup4, which is not installed; use .xpath") from exc
+        return BeautifulSoup(self.body, "lxml", from_encoding=self.charset)
+
     def urljoin(self, href: str) -> str:
         return urljoin(self.url, href)
 
@@ -118,12 +147,6 @@ def _css_selector(selector: str) -> Callable:
 
 
 @dataclass
-class Follow:
-    url: str
-    priority: int = 0  # higher is fetched sooner
-
-
-@dataclass
 class Media:
     url: str
     kind: str = "file"
@@ -136,6 +159,9 @@ class SpiderResult:
     media: list[tuple[str, str]] = field(default_factory=list)  # (url, kind)
     error: str = ""
     priorities: dict[str, int] = field(default_factory=dict)  # follow URL -> its priority, when not 0
+    # Each request once (URL, method, body), its URL absolute; several may share a URL (POST bodies).
+    requests: list[Request] = field(default_factory=list, compare=False)
+    log: list[LogLine] = field(default_factory=list, compare=False)  # what the handler logged, its traceback
 
 
 Handler = Callable[[Response], Any]
@@ -172,11 +198,24 @@ class Spider:
                     routes.extend((regex, attr) for regex in getattr(value, _ROUTES_ATTR, ()))
         cls._routes = tuple(routes)
 
+    @property
+    def log(self) -> logging.Logger:
+        """The spider's module logger: what a handler logs here (or with logging.getLogger(__name__))
+        is kept with its page."""
+        return logging.getLogger(type(self).__module__)
+
     def handler_for(self, url: str) -> Handler | None:
         for regex, attr in self._routes:
             if regex.search(url):
                 return getattr(self, attr)
         return getattr(self, "default", None)
+
+    def handler_named(self, name: str) -> Handler:
+        """The handler a Request's `route` names: a public method of this spider."""
+        handler = getattr(self, name, None)
+        if name.startswith("_") or not callable(handler) or name in vars(Spider):
+            raise SpiderError(f"route {name!r} is not a handler method of {type(self).__qualname__}")
+        return handler
 
 
 _REGISTRY: dict[str, type[Spider]] = {}
@@ -226,42 +265,55 @@ def load_spider_modules(module_paths: list[str]) -> None:
 
 
 def run_spider(spider: Spider, response: Response) -> SpiderResult:
-    """Run the handler for response.url and collect what it yields. Never raises on handler errors.
+    """Run the handler for the response (its request's `route`, else the URL's @route) and collect
+    what it yields, and what it logs. Never raises on handler errors.
 
-    Follow and Media URLs are resolved against response.url, stripped of fragments, deduplicated
+    Request and Media URLs are resolved against response.url, stripped of fragments, deduplicated
     and kept only when http(s). If the handler raises (also midway through a generator), the
-    result has no items, follows or media, and `error` is "spider_error: <Type>: <message>".
+    result has no items, follows or media, `error` is "spider_error: <Type>: <message>" and the
+    traceback ends its log.
     """
-    handler = spider.handler_for(response.url)
-    if handler is None:
-        return SpiderResult()
-    try:
-        return _collect(handler(response), response.url)
-    except Exception as exc:
-        return SpiderResult(error=f"spider_error: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+    modules = {klass.__module__ for klass in type(spider).__mro__ if issubclass(klass, Spider) and klass is not Spider}
+    with handler_log_captured(sorted(modules)) as capture:
+        try:
+            handler = _handler(spider, response)
+            result = SpiderResult() if handler is None else _collect(handler(response), response.url, spider)
+        except Exception as exc:
+            capture.add_traceback(traceback.format_exc())
+            result = SpiderResult(error=f"spider_error: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+    result.log = list(capture.lines)
+    return result
 
 
-def _collect(output: Any, base_url: str) -> SpiderResult:
+def _handler(spider: Spider, response: Response) -> Handler | None:
+    route = response.request.route
+    return spider.handler_named(route) if route else spider.handler_for(response.url)
+
+
+def _collect(output: Any, base_url: str, spider: Spider) -> SpiderResult:
     if isinstance(output, SpiderResult):
-        outputs = [*output.items, *map(Follow, output.follow), *(Media(u, k) for u, k in output.media)]
+        outputs = [*output.items, *map(Request, output.follow), *(Media(u, k) for u, k in output.media)]
     elif output is None:
         outputs = []
-    elif isinstance(output, dict | Follow | Media):
+    elif isinstance(output, dict | Request | Media):
         outputs = [output]
     else:
         outputs = output
-    result, follow, media = SpiderResult(), {}, {}
+    result, requests, media = SpiderResult(), {}, {}
     for value in _iterate(outputs):
         if isinstance(value, dict):
             result.items.append(value)
-        elif isinstance(value, Follow):
-            _add_url(follow, base_url, value.url, int(value.priority))
+        elif isinstance(value, Request):
+            _add_request(requests, base_url, value, spider)
         elif isinstance(value, Media):
             _add_url(media, base_url, value.url, value.kind)
         else:
             raise TypeError(f"a handler may yield dict, Follow or Media, not {type(value).__name__}")
-    result.follow, result.media = list(follow), list(media.items())
-    result.priorities = {url: priority for url, priority in follow.items() if priority}
+    result.requests, result.media = list(requests.values()), list(media.items())
+    result.follow = list(dict.fromkeys(r.url for r in result.requests))
+    for request in result.requests:
+        if request.priority:
+            result.priorities.setdefault(request.url, request.priority)
     return result
 
 
@@ -269,6 +321,15 @@ def _iterate(outputs: Any) -> Iterable:
     if isinstance(outputs, str | bytes) or not isinstance(outputs, Iterable):
         raise TypeError(f"a handler must return an iterable or a SpiderResult, not {type(outputs).__name__}")
     return outputs
+
+
+def _add_request(found: dict, base_url: str, request: Request, spider: Spider) -> None:
+    """The first request for each (URL, method, body), its URL made absolute; a route must name a handler."""
+    url = absolute_http_url(base_url, request.url if isinstance(request.url, str) else "")
+    if request.route:
+        spider.handler_named(request.route)
+    if url is not None and (url, request.method, request.body) not in found:
+        found[url, request.method, request.body] = request if request.url == url else replace(request, url=url)
 
 
 def _add_url(found: dict, base_url: str, href: str, kind: str | None) -> None:

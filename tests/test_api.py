@@ -449,8 +449,15 @@ def test_it_recrawls_finished_pages(api, shop):
 def test_it_reports_progress(api, shop):
     make_page(shop, "/1")
     make_page(shop, "/2", state="failed", error_code="dns_error")
+    make_page(shop, "/3.pdf", content_type="application/pdf", parsed=False)  # done, not parsed: not a failure
     progress = api.get("/api/projects/shop/progress/").json()
-    assert progress == {"pages": {"done": 1, "failed": 1}, "assets": {}, "pending": 0, "errors": {"dns_error": 1}}
+    assert progress == {
+        "pages": {"done": 2, "failed": 1},
+        "assets": {},
+        "pending": 0,
+        "pages_not_parsed": 1,
+        "errors": {"dns_error": 1},
+    }
 
 
 # --- Export --------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from console import jobs
+from console.admin.sinks import SinkInline
 from console.exports import CONTENT_TYPES, FIELDS, export_response
 from console.models import Job
 from console.selectors import project_progress
@@ -94,7 +95,7 @@ class ProjectAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
-    inlines = [SeedInline, RuleSetInline]
+    inlines = [SeedInline, RuleSetInline, SinkInline]
     readonly_fields = ("frontier",)
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "frontier")}),

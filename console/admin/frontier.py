@@ -11,7 +11,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import parse_header_parameters
 from django.utils.text import Truncator
 
@@ -21,6 +21,7 @@ from console.admin.scrape import item_table
 from console.control import host_block, host_unblock, pages_requeue, pages_retry
 from console.models import Job
 from crawl.models import FailedPage, Host, Page, PageContent, PageVersion, Project, RobotsTxt
+from scrape.models import HandlerLog
 
 FAILED = {"state": Page.State.FAILED}
 SHOWN = 50  # rows of each related list on a page's detail (links out, items, assets)
@@ -95,7 +96,14 @@ class PageAdmin(FrontierAdmin):
         "project",
     )
     actions = ("retry_pages", "requeue_pages")
-    readonly_fields = [*FrontierAdmin.readonly_fields, "stored_body", "links_out", "page_items", "page_assets"]
+    readonly_fields = [
+        *FrontierAdmin.readonly_fields,
+        "stored_body",
+        "links_out",
+        "page_items",
+        "page_assets",
+        "handler_log",
+    ]
     fieldsets = (
         ("Fetch", {"fields": (
             "url", "final_url", ("status_code", "content_type", "redirect_hops"), ("fetched_at", "fetch_ms"),
@@ -113,7 +121,7 @@ class PageAdmin(FrontierAdmin):
             ("lease_token", "lease_expires_at", "enqueued_at"), "job_id", ("url_key", "created_at", "updated_at"),
         )}),
         ("Links out", {"fields": ("links_out",), "description": "Pages first discovered on this one."}),
-        ("Items", {"fields": ("page_items",)}),
+        ("Items", {"fields": ("page_items", "handler_log")}),
         ("Assets", {"fields": ("page_assets",), "description": "Media this page references."}),
     )  # fmt: skip
 
@@ -144,6 +152,15 @@ class PageAdmin(FrontierAdmin):
         rows, more = _first_rows(obj.items.order_by("kind", "position"))
         items = [_item_table(item) for item in rows]
         return render_to_string("admin/crawl/page_items.html", {"items": items, "more": more, "shown": SHOWN})
+
+    @admin.display(description="handler log")
+    def handler_log(self, obj):
+        """What the spider's handler logged on this page's last extraction, and its traceback."""
+        lines = HandlerLog.objects.filter(page_id=obj.id).order_by("id").values_list("at", "level", "message")
+        if not lines:
+            return "nothing logged"
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td><pre>{}</pre></td></tr>", lines)
+        return format_html("<table><tr><th>at</th><th>level</th><th>message</th></tr>{}</table>", rows)
 
     @admin.display(description="assets")
     def page_assets(self, obj):

@@ -12,7 +12,7 @@ from django.utils.text import Truncator
 
 from console.admin.lists import CappedPaginator, recent_values_filter
 from crawl.models import Project
-from scrape.debugger import trial_report, try_url
+from scrape.debugger import fate_groups, trial_report, try_url
 from scrape.models import Item, RuleSet
 
 
@@ -80,7 +80,7 @@ class TryForm(forms.Form):
 
 @staff_member_required
 def try_url_view(request):
-    """Fetch one URL with the real client and show its whole extraction; stores nothing."""
+    """Fetch one URL as the crawl would and show its whole extraction and each link's fate; stores nothing."""
     form = TryForm(request.POST or None)
     context = {**admin.site.each_context(request), "title": "Try a URL", "form": form}
     if request.method == "POST" and form.is_valid():
@@ -99,6 +99,7 @@ def _report_context(report: dict) -> dict:
         "fetched": "page" in report,
         "fields": item_rows(report["fields"]) if "fields" in report else [],
         "items": [item_table(**item) for item in report.get("items", [])],
+        "link_groups": fate_groups(report.get("link_fates", [])),
         "pretty": json.dumps(report, indent=2, ensure_ascii=False, default=str),
     }
 

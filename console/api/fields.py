@@ -1,39 +1,15 @@
 """Serializer fields and validators that refuse, with a reason, what the database or the crawler cannot take."""
 
 import re
-from typing import Any
 
-from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from crawl.urls import parse_lines
+from crawl.validators import json_problem
 from scrape.jsonapi import ApiConfigError, compile_api_config
 
 # RFC 9110 token: the characters a header (or cookie) name may use.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,200}")
-_MAX_JSON_DEPTH = 20
-MEDIA_KINDS = ("image", "video", "audio", "file")
-
-
-def _has_bad_chars(text: str) -> bool:
-    """NUL is refused by PostgreSQL text and jsonb; lone surrogates cannot be encoded as UTF-8."""
-    return "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text)
-
-
-def json_problem(value: Any, depth: int = 0) -> str | None:
-    """Why a decoded JSON value cannot be stored in jsonb, or None."""
-    if depth > _MAX_JSON_DEPTH:
-        return f"nested deeper than {_MAX_JSON_DEPTH} levels"
-    if isinstance(value, str):
-        return "strings may not contain NUL or unpaired surrogate characters" if _has_bad_chars(value) else None
-    if isinstance(value, dict):
-        items = [*value.keys(), *value.values()]
-    elif isinstance(value, list):
-        items = value
-    else:
-        return None
-    return next((p for item in items if (p := json_problem(item, depth + 1))), None)
 
 
 @extend_schema_field({"type": "object", "additionalProperties": True})
@@ -81,23 +57,6 @@ def _no_line_breaks(value: str) -> None:
     if any(ch in value for ch in "\r\n"):
         raise serializers.ValidationError("Values may not contain line breaks.")
 
-
-def regex_lines(value: str) -> str:
-    """Every line (or comma-separated part) must be a Python regular expression."""
-    for pattern in parse_lines(value):
-        try:
-            re.compile(pattern)
-        except (re.error, RecursionError, OverflowError) as exc:
-            raise serializers.ValidationError(f"{pattern[:100]!r} is not a regular expression: {exc}") from None
-    return value
-
-
-_KIND = "(" + "|".join(MEDIA_KINDS) + ")"
-media_kinds = RegexValidator(
-    rf"^\s*({_KIND}\s*)?(,\s*({_KIND}\s*)?)*$",  # unambiguous: no backtracking blow-up
-    message=f"Comma-separated media kinds, from: {', '.join(MEDIA_KINDS)}.",
-    flags=re.IGNORECASE,
-)
 
 _PATH = {"type": "string", "minLength": 1, "description": "A dotted path, like data.items.0."}
 

@@ -10,6 +10,7 @@ from console.models import Job
 from crawl.models import Page, Project, Seed
 from media.models import MediaAsset
 from scrape.models import Item
+from scrape.sinks.models import Sink
 
 from .serializers import MAX_ID, SLUG_PATTERN
 
@@ -54,6 +55,15 @@ class JobFilter(django_filters.FilterSet):
     class Meta:
         model = Job
         fields = ["project", "state", "kind"]
+
+
+class SinkFilter(django_filters.FilterSet):
+    project = ProjectFilter()
+    kind = django_filters.ChoiceFilter(choices=Sink.Kind.choices)
+
+    class Meta:
+        model = Sink
+        fields = ["project", "kind"]
 
 
 class SeedFilter(django_filters.FilterSet):

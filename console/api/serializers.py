@@ -15,7 +15,7 @@ from media.models import MediaAsset
 from media.storage import StorageUnavailable, object_url
 from scrape.models import Item
 
-from .fields import ApiConfigField, HeaderMapField, media_kinds, regex_lines
+from .fields import ApiConfigField, HeaderMapField
 
 SLUG_PATTERN = r"[-a-zA-Z0-9_]+"
 ID_PATTERN = "[0-9]{1,18}"  # lookups by id: anything else is a 404 before any query
@@ -44,12 +44,9 @@ class ProjectSerializer(serializers.ModelSerializer):
         exclude = ("bucket_tokens", "bucket_updated_at")
         read_only_fields = ("status", "created_at", "rules_changed_at")
         extra_kwargs = {
+            # The list fields (patterns, hosts, media kinds, extensions, MIME types) bring their
+            # validators from the model (crawl/validators.py), as the admin's form does.
             "slug": {"required": False, "help_text": "Short identifier used in URLs. Default: made from the name."},
-            "allow_patterns": {"validators": [regex_lines]},
-            "deny_patterns": {"validators": [regex_lines]},
-            "media_page_patterns": {"validators": [regex_lines]},
-            "gallery_page_patterns": {"validators": [regex_lines]},
-            "media_kinds": {"validators": [media_kinds]},
             "recrawl_crontab": {"validators": [crontab_validator]},
             "concurrency": {"min_value": 1},
             "max_per_host": {"min_value": 1},
@@ -124,6 +121,7 @@ class PageSerializer(serializers.ModelSerializer):
             "fetch_count",
             "change_count",
             "changed_at",
+            "parsed",
             "error_code",
             "error_message",
             "created_at",
@@ -298,4 +296,5 @@ class ProgressSerializer(serializers.Serializer):
     pages = serializers.DictField(child=serializers.IntegerField(), help_text="Pages per state.")
     assets = serializers.DictField(child=serializers.IntegerField(), help_text="Assets per state.")
     pending = serializers.IntegerField(help_text="Work still owed.")
+    pages_not_parsed = serializers.IntegerField(help_text="Done pages stored but not parsed (not HTML).")
     errors = serializers.DictField(child=serializers.IntegerField(), help_text="Failed pages per error code.")

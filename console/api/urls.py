@@ -7,11 +7,13 @@ from rest_framework.routers import DefaultRouter
 from .jobs import JobViewSet
 from .projects import ProjectViewSet, SeedViewSet
 from .results import AssetViewSet, FailureViewSet, ItemViewSet, PageViewSet
+from .sinks import SinkViewSet
 
 router = DefaultRouter()
 router.register("projects", ProjectViewSet, basename="project")
 router.register("seeds", SeedViewSet, basename="seed")
 router.register("jobs", JobViewSet, basename="job")
+router.register("sinks", SinkViewSet, basename="sink")
 router.register("pages", PageViewSet, basename="page")
 router.register("failures", FailureViewSet, basename="failure")
 router.register("items", ItemViewSet, basename="item")

@@ -3,17 +3,20 @@ published to the fetch stage after the commit, highest priority first."""
 
 import time
 from collections import defaultdict
+from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from crawl.db import chunked, insert_new, insert_new_ids
 from crawl.models import Page, Project
-from crawl.urls import InvalidURL, Scope, canonicalize, host_of, parse_lines, url_key
+from crawl.urls import InvalidURL, Scope, canonicalize, host_of, parse_lines, request_key, url_key
 
 from . import stages
 from .known_urls import known_keys
+from .pages import DONE, pages_requeue
 from .verdicts import Link
 
 _SCOPE_CACHE: dict[int, tuple[float, Scope]] = {}
@@ -49,29 +52,33 @@ def pages_discover(*, project: Project, links: list[Link]) -> list[int]:
 
     Rows are inserted in url_key order, so concurrent inserters take the unique index's locks in
     the same order and cannot deadlock. Of one URL linked several times, the least depth and the
-    highest priority win.
+    highest priority win. A request other than a plain GET (a spider's POST) is keyed by its method
+    and body too. A link with an itag or an age may send a known done page back to the fetch stage.
     """
     scope = project_scope(project)
     wanted: dict[str, tuple[str, Link]] = {}  # url_key -> (canonical, the link that wins)
     packed: dict[str, int] = {}  # url_key -> its KnownKeys entry
     raws: dict[str, set[int]] = defaultdict(set)  # url_key -> the entries of the links that led to it
-    memo: dict[str, tuple] = {}  # the batch's pages repeat the same links
+    revisiting: dict[str, Link] = {}  # url_key -> the first link with an itag or an age
+    memo: dict[str | tuple[str, bool], tuple] = {}  # the batch's pages repeat the same links
     for link in links:
-        if link.url not in memo:
-            memo[link.url] = _link_of(project.id, link.url)
-        raw_packed, canonical, key = memo[link.url]
+        raw_packed, canonical, key = _memo_link(memo, project.id, link)
         if canonical is None or scope.rejects(canonical, link.depth):
             continue  # known, invalid or out of scope
-        raws[key].add(raw_packed)
+        if raw_packed is not None:
+            raws[key].add(raw_packed)
         if key not in packed:
             packed[key] = known_keys.pack(project.id, key)
-        if packed[key] in known_keys:
+        if link.revisits_known:
+            revisiting.setdefault(key, link)
+        elif packed[key] in known_keys:
             continue
         if key not in wanted or _better(link, wanted[key][1]):
             wanted[key] = (canonical, link)
-    existing = _existing_keys(project, sorted(wanted))
+    existing = existing_keys(project, sorted(wanted))
+    _revisit_known(project, {k: link for k, link in revisiting.items() if k in existing})
     new_keys = [k for k in sorted(wanted) if k not in existing]
-    kept = _within_budget(project, [_new_page(project, wanted[k][0], k, wanted[k][1]) for k in new_keys])
+    kept = within_budget(project, [_new_page(project, wanted[k][0], k, wanted[k][1]) for k in new_keys])
     insert_new_ids(Page, kept, conflict_fields=("project", "url_key"))
     in_frontier = [k for k in packed if k not in wanted or k in existing] + [row.url_key for row in kept]
     learned = [packed[k] for k in in_frontier] + [r for k in in_frontier for r in raws[k]]
@@ -95,7 +102,7 @@ def _publish_new(project: Project, rows: list[Page]) -> list[int]:
     return ids
 
 
-def _existing_keys(project: Project, keys: list[str]) -> set[str]:
+def existing_keys(project: Project, keys: list[str]) -> set[str]:
     """The keys the project's frontier already has, by the unique index: a link this process has
     not seen lately costs a lookup, not a row built, sent and refused (the insert still guards races)."""
     found: set[str] = set()
@@ -104,22 +111,69 @@ def _existing_keys(project: Project, keys: list[str]) -> set[str]:
     return found
 
 
-def _link_of(project_id: int, raw: str) -> tuple[int, str | None, str | None]:
-    """A link's KnownKeys entry, canonical URL and url_key; no canonical form when this process
-    knows the link already (nothing more to do) or it is not a crawlable URL."""
-    raw_packed = known_keys.pack_raw(project_id, raw)
-    if raw_packed in known_keys:
+def _revisit_known(project: Project, links: dict[str, Link]) -> list[int]:
+    """Queue again the done pages among these known keys that their link asks to see again
+    (pyspider's itag and age, a sitemap's lastmod): the link's itag differs from the one the row
+    keeps (the row takes it, and forgets its validators and body hash so the answer is extracted
+    again), the row was fetched longer ago than the link's age, or the link's lastmod is later than
+    the row's fetch. A lastmod not later than the fetch says the page did not change: its next
+    revisit moves out to the project's longest interval instead. One query, only for links that
+    carry any of these."""
+    if not links:
+        return []
+    now, retagged, due, unchanged = timezone.now(), [], [], []
+    rows = Page.objects.filter(project=project, state=DONE, url_key__in=list(links))
+    for page in rows.only("id", "url_key", "request", "fetched_at"):
+        link = links[page.url_key]
+        itag, age = link.request.get("itag"), link.request.get("age")
+        if itag is not None and itag != page.request.get("itag", ""):
+            page.request = {**page.request, "itag": itag}
+            page.content_sha256 = page.etag = page.last_modified = ""
+            retagged.append(page)
+        elif age is not None and page.fetched_at and page.fetched_at < now - timedelta(seconds=age):
+            due.append(page.id)
+        elif link.lastmod is not None and page.fetched_at:
+            (due if link.lastmod > page.fetched_at else unchanged).append(page.id)
+    Page.objects.bulk_update(retagged, ["request", "content_sha256", "etag", "last_modified"])
+    if unchanged:
+        latest = F("fetched_at") + timedelta(seconds=project.revisit_max_seconds)
+        waiting = Page.objects.filter(id__in=unchanged, state=DONE, is_seed=False)  # seeds keep their hub interval
+        waiting.update(next_fetch_at=Greatest(F("next_fetch_at"), latest))
+    ids = [page.id for page in retagged] + due
+    return pages_requeue(Page.objects.filter(id__in=ids), from_states=(DONE,)) if ids else []
+
+
+def _memo_link(memo: dict, project_id: int, link: Link) -> tuple[int | None, str | None, str | None]:
+    """_link_of, once per URL of the batch; a request of its own (a POST) is not memoised."""
+    if not link.request and link.lastmod is None:  # most links: a plain GET
+        entry = link.url
+    elif link.is_plain_get:
+        entry = (link.url, link.revisits_known)
+    else:
+        return _link_of(project_id, link)
+    if entry not in memo:
+        memo[entry] = _link_of(project_id, link)
+    return memo[entry]
+
+
+def _link_of(project_id: int, link: Link) -> tuple[int | None, str | None, str | None]:
+    """A link's KnownKeys entry (of the URL as linked), canonical URL and url_key; no canonical
+    form when this process knows the link already (nothing more to do, unless it may revisit a
+    known page) or it is not a crawlable URL. A request of its own has no raw entry: the raw
+    URL's stands for the GET row."""
+    raw_packed = known_keys.pack_raw(project_id, link.url) if link.is_plain_get else None
+    if raw_packed is not None and raw_packed in known_keys and not link.revisits_known:
         return raw_packed, None, None
     try:
-        canonical = canonicalize(raw)
+        canonical = canonicalize(link.url)
     except InvalidURL:
         return raw_packed, None, None
-    return raw_packed, canonical, url_key(canonical)
+    return raw_packed, canonical, request_key(canonical, link.method, link.body)
 
 
 def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -> Page:
     now = timezone.now()
-    fields = {"next_fetch_at": now, "enqueued_at": now} | extra
+    fields = {"next_fetch_at": now, "enqueued_at": now, "request": link.request} | extra
     return Page(
         project=project,
         url=canonical,
@@ -134,17 +188,17 @@ def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -
     )
 
 
-def _within_budget(project: Project, rows: list[Page]) -> list[Page]:
+def within_budget(project: Project, rows: list[Page]) -> list[Page]:
     """Trim to the project's page budget and each host's (a calendar or session-id trap stops there)."""
     if project.max_pages_per_host is not None and rows:
-        rows = _within_host_budgets(project, rows)
+        rows = within_host_budgets(project, rows)
     if project.max_pages is None:
         return rows
     room = project.max_pages - Page.objects.filter(project=project).count()
     return rows[: max(0, room)]
 
 
-def _within_host_budgets(project: Project, rows: list[Page]) -> list[Page]:
+def within_host_budgets(project: Project, rows: list[Page]) -> list[Page]:
     hosts = {r.host for r in rows}
     counts = Page.objects.filter(project=project, host__in=hosts).values_list("host").annotate(n=Count("id"))
     room = {h: project.max_pages_per_host for h in hosts} | {h: project.max_pages_per_host - n for h, n in counts}
@@ -168,7 +222,7 @@ def seeds_enqueue(project: Project) -> list[int]:
             bad.append(_failed_seed(project, seed.url, exc))
             continue
         link = Link(url=canonical, depth=0, kind=seed.kind, priority=seed.priority)
-        page = _new_page(project, canonical, url_key(canonical), link, is_seed=True, request=_request_of(seed))
+        page = _new_page(project, canonical, url_key(canonical), link, is_seed=True, request=seed_request(seed))
         insert_new_ids(Page, [page], conflict_fields=("project", "url_key"))
         new_rows += [page] if page.id is not None else []
     if bad:  # failed without a claim: they count for the job the project runs now
@@ -179,7 +233,7 @@ def seeds_enqueue(project: Project) -> list[int]:
     return _publish_new(project, new_rows)
 
 
-def _request_of(seed) -> dict:
+def seed_request(seed) -> dict:
     """A seed's own method, body and headers (POST API endpoints), stored on its page row."""
     if seed.method.upper() == "GET" and not seed.body and not seed.headers:
         return {}

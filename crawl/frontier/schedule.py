@@ -20,14 +20,20 @@ def hub_filter() -> Q:
     return Q(is_seed=True) | Q(kind__in=HUB_KINDS)
 
 
+def pages_due(*, project_id: int | None = None, now=None):
+    """The done pages whose revisit has come (of one active project, or of all)."""
+    due = Page.objects.filter(state=Page.State.DONE, next_fetch_at__lte=now or timezone.now())
+    if project_id is not None:
+        due = due.filter(project_id=project_id, project__status=Project.Status.ACTIVE)
+    return due
+
+
 def pages_dispatch(*, project_id: int | None = None, limit: int = DISPATCH_LIMIT) -> list[int]:
     """Queue the done pages whose revisit is due (highest priority, then hubs, first) and publish
     them; returns exactly the ids this call queued, so two dispatchers at once (two beats by
     mistake) never queue a page twice."""
     now = timezone.now()
-    due = Page.objects.filter(state=Page.State.DONE, next_fetch_at__lte=now)
-    if project_id is not None:
-        due = due.filter(project_id=project_id, project__status=Project.Status.ACTIVE)
+    due = pages_due(project_id=project_id, now=now)
     hubs_first = Case(When(hub_filter(), then=Value(0)), default=Value(1), output_field=IntegerField())
     order = ("-priority", hubs_first, "next_fetch_at", "id")
     ids = list(due.order_by(*order).values_list("id", flat=True)[:limit])

@@ -13,7 +13,12 @@ from django.conf import settings
 
 @dataclass(frozen=True)
 class Link:
-    """A URL found on a page (or a seed, sitemap entry, redirect target) that may join the frontier."""
+    """A URL found on a page (or a seed, sitemap entry, redirect target) that may join the frontier.
+
+    `request`, when not empty, is the new row's `request` JSON (a spider's Request): method, body,
+    headers, cookies, route, meta, and two rules for a page already known: `itag` (a done page
+    stored with another itag is fetched again) and `age` (a done page fetched longer ago than that
+    many seconds is fetched again). `lastmod` is a third such rule, from sitemaps and feeds."""
 
     url: str
     depth: int
@@ -21,6 +26,28 @@ class Link:
     redirect_hops: int = 0
     kind: str = "page"  # page, sitemap or feed: how the extract stage reads its response
     priority: int = 0  # higher is fetched sooner
+    request: dict = field(default_factory=dict, hash=False)
+    # A sitemap's <lastmod> or a feed entry's date: a known done page changed since its fetch is
+    # fetched again now; one unchanged since is not refetched early (its revisit moves out).
+    lastmod: datetime | None = None
+
+    @property
+    def method(self) -> str:
+        return self.request.get("method", "GET")
+
+    @property
+    def body(self) -> str:
+        return self.request.get("body", "")
+
+    @property
+    def is_plain_get(self) -> bool:
+        """A GET without a body: its row is its URL's. Any other request is a row of its own."""
+        return self.method == "GET" and not self.body
+
+    @property
+    def revisits_known(self) -> bool:
+        """It may send a page the frontier already has back to the fetch stage (itag, age, lastmod)."""
+        return "itag" in self.request or "age" in self.request or self.lastmod is not None
 
 
 @dataclass

@@ -144,10 +144,12 @@ def _schedule(project, pages, delays, refused, token) -> tuple[list[Page], list,
 
 
 def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> FetchRequest:
-    """Project headers and cookies, the seed's own method/body/headers, and conditional-GET validators."""
+    """Project headers and cookies, the row's own request (a seed's or a spider's method, body,
+    headers and cookies: its cookies join the project's), and conditional-GET validators."""
     headers = {"User-Agent": user_agent_of(project), **project.request_headers}
-    if project.cookies:
-        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in project.cookies.items())
+    cookies = project.cookies | page.request.get("cookies", {})
+    if cookies:
+        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
     headers |= page.request.get("headers", {})
     if page.etag:
         headers["If-None-Match"] = page.etag

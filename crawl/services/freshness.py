@@ -19,14 +19,16 @@ def is_hub(page: Page) -> bool:
 
 def revisit(project: Project, page: Page, *, changed: bool) -> int:
     """Seconds to the page's next revisit: hubs on their fixed short interval; other pages halve their interval
-    when they changed and double it when not, within the project's bounds."""
+    when they changed and double it when not, within the project's bounds. A spider's request with an
+    `age` is never revisited sooner than that (pyspider's age)."""
     if is_hub(page):
         seconds = project.hub_revisit_seconds
     else:
         current = page.revisit_seconds or project.revisit_min_seconds
         seconds = current // 2 if changed else current * 2
         seconds = max(project.revisit_min_seconds, min(project.revisit_max_seconds, seconds))
-    return seconds
+    age = (page.request or {}).get("age") if isinstance(page.request, dict) else None
+    return max(seconds, int(age)) if age else seconds
 
 
 def versions_record(changed: list[tuple[Page, dict, str]]) -> None:

@@ -32,6 +32,7 @@ from crawl.frontier.stages import job_scope
 from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create, project_name_for, seed_problem, seeds_add
 from crawl.workers import EmbeddedWorker
+from scrape.sinks.delivery import project_sink_counts, sinks_owed, sinks_tick
 
 POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
 COUNT_EVERY_SECONDS = 2.0  # the full counts by state (progress display, stall detection), at least this apart
@@ -231,6 +232,7 @@ class Command(BaseCommand):
                 if now - last_reap >= REAP_EVERY_SECONDS:
                     reap(project_id=project.id)
                     jobs_tick()
+                    sinks_tick()
                     last_reap = now
                 if now - last_count >= count_every or not project_work_owed(project):
                     counting = time.monotonic()
@@ -240,7 +242,7 @@ class Command(BaseCommand):
                     count_every = max(COUNT_EVERY_SECONDS, 100 * (last_count - counting))
                     if progress != seen:
                         seen, last_change = progress, now
-                    if progress["pending"] == 0:
+                    if progress["pending"] == 0 and not sinks_owed(project.id, failing=False):
                         reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
                         return True
             except OUTAGES as exc:
@@ -278,24 +280,33 @@ class Command(BaseCommand):
             "pages_total": sum(counts["pages"].values()),
             "pages_fetched": counts["pages_done"],
             "pages_failed": counts["pages_failed"],
+            "pages_not_parsed": counts.get("pages_not_parsed", 0),  # 0 in the stats of jobs ended before it
             "pages_pending": project_progress(project)["pending"],
             "errors": counts["errors"],
             "items": counts["items"],
             "assets": counts["assets_done"],
             "assets_failed": counts["assets_failed"],
             "bytes": counts["bytes"],
+            "sinks": project_sink_counts(project.id),
             "seconds": round(time.monotonic() - started, 2),
         }
 
     def _report(self, summary: dict, as_json: bool) -> None:
         s = summary
         rate = (s["pages_fetched"] + s["pages_failed"]) / s["seconds"] if s["seconds"] else 0
+        not_parsed = f" ({s['pages_not_parsed']} not parsed: not HTML)" if s["pages_not_parsed"] else ""
         self.stdout.write(
-            f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done, {s['pages_failed']} failed, "
-            f"{s['assets']} assets stored ({s['assets_failed']} failed) in {s['seconds']} s ({rate:.0f} pages/s)"
+            f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
+            f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed) "
+            f"in {s['seconds']} s ({rate:.0f} pages/s)"
         )
         for code, n in s["errors"].items():
             self.stdout.write(f"  {n:6d} {code}")
+        for name, c in s["sinks"].items():
+            failing = f", failing: {c['last_error'][:200]}" if c["last_error"] else ""
+            self.stdout.write(
+                f"  sink {name}: {c['done']} delivered, {c['pending']} pending, {c['failed']} failed{failing}"
+            )
         if as_json:
             self.stdout.write(json.dumps(summary))
 

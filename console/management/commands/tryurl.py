@@ -5,13 +5,13 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from console.management.commands._project import project_arg
-from scrape.debugger import trial_report, try_url
+from scrape.debugger import fate_groups, trial_report, try_url
 
 
 class Command(BaseCommand):
     help = (
-        "Fetch one URL through the real client and show headers, robots.txt's decision, extracted fields, "
-        "items, links to follow and media found. Nothing is stored."
+        "Fetch one URL as the project's crawl would and show headers, robots.txt's decision, extracted fields, "
+        "items, every link with its fate (followed, or why not) and media found. Nothing is stored."
     )
 
     def add_arguments(self, parser):
@@ -35,6 +35,8 @@ class Command(BaseCommand):
     def _print(self, report: dict) -> None:
         out = self.stdout.write
         out(f"URL      {report['url']}\nstatus   {report['status']}\nrobots   {report['robots']}")
+        if report["fetch"]:
+            out(f"fetch    {_fetch_line(report['fetch'])}")
         for name, value in report["headers"].items():
             out(f"  {name}: {value}")
         for section in ("page", "fields"):
@@ -46,10 +48,26 @@ class Command(BaseCommand):
             out(f"\n[item {item['kind']} #{item['position']}] {json.dumps(item['data'], ensure_ascii=False)[:1500]}")
             for error in item["errors"]:
                 out(f"  error: {error}")
-        out(f"\n[links to follow: {len(report.get('links', []))}]")
-        for link in report.get("links", []):
-            out(f"  {link}")
+        if "link_fates" in report:
+            self._print_links(report)
         out(f"\n[media: {len(report.get('media', []))}]")
         for media in report.get("media", []):
             out(f"  {media['kind']:6} {media['url']}")
-        out("\nnothing was stored")
+        out("\nnothing was stored but robots.txt answers, in the crawl's cache")
+
+    def _print_links(self, report: dict) -> None:
+        """Every link under its fate, with the reason, as the admin page groups them."""
+        out = self.stdout.write
+        out(f"\n[links to follow: {len(report['links'])} of {len(report['link_fates'])}]")
+        for group in fate_groups(report["link_fates"]):
+            out(f"  {group['fate']} ({group['count']})")
+            for link in group["links"]:
+                out(f"    {link['url']}" + (f"  ({link['reason']})" if link["reason"] else ""))
+
+
+def _fetch_line(fetch: dict) -> str:
+    """How the page was fetched, in words: "POST with a 9-byte body, the request of its seed; depth 0, page"."""
+    how = "headless Chromium (GET)" if fetch["rendered"] else fetch["method"]
+    how += f" with a {fetch['body_bytes']}-byte body" if fetch.get("body_bytes") else ""
+    how += f", the request of its {fetch['request_from']}" if fetch["request_from"] else ""
+    return f"{how}; depth {fetch['depth']}, {fetch['kind']}"

@@ -1,0 +1,83 @@
+"""Validators shared by every way in (admin forms, the API, commands that full_clean): each refused
+line of a list field is named by its number and its text."""
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+
+MEDIA_KINDS = ("image", "video", "audio", "file")
+_EXTENSION = re.compile(r"\.?[A-Za-z0-9][A-Za-z0-9_+-]*(\.[A-Za-z0-9][A-Za-z0-9_+-]*)*")
+_MIME_TOKEN = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*"
+_MIME_TYPE = re.compile(rf"{_MIME_TOKEN}/(\*|{_MIME_TOKEN})")
+_HOST = re.compile(r"[^\s,/]+")
+_MAX_JSON_DEPTH = 20
+
+
+def _numbered_lines(value: str) -> list[tuple[int, str]]:
+    """(line number, stripped line) of each non-blank line, numbered as the text's own lines."""
+    return [(n, line.strip()) for n, line in enumerate((value or "").split("\n"), start=1) if line.strip()]
+
+
+def _each_line(value: str, problem: Callable[[str], str | None]) -> None:
+    errors = [f"line {n}: {line[:100]!r} {why}" for n, line in _numbered_lines(value) if (why := problem(line))]
+    if errors:
+        raise ValidationError(errors)
+
+
+def _regex_problem(line: str) -> str | None:
+    try:
+        re.compile(line)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return f"is not a regular expression: {exc}"
+    return None
+
+
+def regex_lines(value: str) -> None:
+    """Every non-blank line is a Python regular expression (commas belong to the pattern)."""
+    _each_line(value, _regex_problem)
+
+
+def extension_lines(value: str) -> None:
+    """Every non-blank line is one file extension, like .jpg or tar.gz."""
+    _each_line(value, lambda line: None if _EXTENSION.fullmatch(line) else "is not a file extension (one per line)")
+
+
+def mime_type_lines(value: str) -> None:
+    """Every non-blank line is one MIME type, like image/png or video/*."""
+    _each_line(value, lambda line: None if _MIME_TYPE.fullmatch(line) else "is not a MIME type (one per line)")
+
+
+def host_lines(value: str) -> None:
+    """Every non-blank line is one host name: a comma or a space means two hosts on one line."""
+    _each_line(value, lambda line: None if _HOST.fullmatch(line) else "is not one host name (one per line)")
+
+
+_KIND = "(" + "|".join(MEDIA_KINDS) + ")"
+media_kinds = RegexValidator(
+    rf"^\s*({_KIND}\s*)?(,\s*({_KIND}\s*)?)*$",  # unambiguous: no backtracking blow-up
+    message=f"Comma-separated media kinds, from: {', '.join(MEDIA_KINDS)}.",
+    flags=re.IGNORECASE,
+)
+
+
+def _has_bad_chars(text: str) -> bool:
+    """NUL is refused by PostgreSQL text and jsonb; lone surrogates cannot be encoded as UTF-8."""
+    return "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def json_problem(value: Any, depth: int = 0) -> str | None:
+    """Why a decoded JSON value cannot be stored in jsonb, or None."""
+    if depth > _MAX_JSON_DEPTH:
+        return f"nested deeper than {_MAX_JSON_DEPTH} levels"
+    if isinstance(value, str):
+        return "strings may not contain NUL or unpaired surrogate characters" if _has_bad_chars(value) else None
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    return next((p for item in items if (p := json_problem(item, depth + 1))), None)

@@ -1,0 +1,185 @@
+"""Delivery to sinks, at least once: records are offered inside the transaction that stores them
+(the outbox), leased in batches, written, then marked done; a failing sink is retried with back-off
+(CRAWL_SINK_MAX_ATTEMPTS, then failed and shown) and never holds back the crawl, whose stages only
+insert outbox rows. A batch whose worker died comes back whole when its lease expires."""
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from crawl.db import insert_new
+from crawlproject.celery import app
+
+from .kinds import writer_for
+from .models import Sink, SinkDelivery
+
+log = logging.getLogger("crawlhub.sinks")
+PENDING, LEASED = SinkDelivery.State.PENDING, SinkDelivery.State.LEASED
+DONE, FAILED = SinkDelivery.State.DONE, SinkDelivery.State.FAILED
+DELIVER_SECONDS = 40  # one task delivers batches of its sink for at most this long, then hands over
+
+
+def record_key(*parts) -> str:
+    """A stable key: the same record (same identity, same content) always gets the same one."""
+    return ".".join(str(p) for p in parts)[:200]
+
+
+def content_hash(value) -> str:
+    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def sinks_offer(project_id: int, records: list[dict]) -> int:
+    """Queue records (each with "key" and "type": item, page or asset) for the project's active sinks
+    that take their type, in the caller's transaction; each sink is woken after the commit. A record
+    a sink already has (same key) is not queued again. Returns rows queued."""
+    if not records:
+        return 0
+    sinks = list(Sink.objects.filter(project_id=project_id, active=True).values("id", "items", "pages", "assets"))
+    queued = 0
+    for sink in sinks:
+        wanted = {"item": sink["items"], "page": sink["pages"], "asset": sink["assets"]}
+        rows = [SinkDelivery(sink_id=sink["id"], key=r["key"], record=r) for r in records if wanted[r["type"]]]
+        new = insert_new(SinkDelivery, rows, conflict_fields=("sink", "key"))
+        if new:
+            queued += len(new)
+            transaction.on_commit(lambda sink_id=sink["id"]: _publish(sink_id))
+    return queued
+
+
+def _publish(sink_id: int) -> None:
+    """Wake the sink's delivery now. Retries carry no message: their time is in the rows
+    (`next_at`), and beat's sinks tick wakes them when due."""
+    app.send_task("scrape.deliver", args=[sink_id])
+
+
+def sink_deliver(sink_id: int) -> int:
+    """Deliver the sink's due records, a batch at a time, for up to DELIVER_SECONDS. Returns records
+    delivered."""
+    sink = Sink.objects.select_related("project").filter(id=sink_id).first()
+    if sink is None or not sink.active:
+        return 0
+    delivered, started = 0, time.monotonic()
+    while time.monotonic() - started < DELIVER_SECONDS:
+        token, batch, rows = _claim(sink)
+        if not rows:
+            return delivered
+        try:
+            writer_for(sink).deliver([r.record for r in rows], batch=batch)
+        except Exception as exc:
+            _failed(sink, token, rows, exc)
+            return delivered
+        _fault_after_write(sink)
+        delivered += SinkDelivery.objects.filter(lease_token=token, state=LEASED).update(
+            state=DONE, lease_token=None, lease_expires_at=None, error=""
+        )
+    _publish(sink.id)  # more is owed: a fresh task, so other sinks' tasks get their turn
+    return delivered
+
+
+def _claim(sink: Sink) -> tuple[uuid.UUID, str, list[SinkDelivery]]:
+    """Lease one batch: a batch that was leased before (its worker died) whole and under its own
+    name, else up to CRAWL_SINK_BATCH fresh records under a new name."""
+    token, now = uuid.uuid4(), timezone.now()
+    due = SinkDelivery.objects.filter(sink=sink, state=PENDING, next_at__lte=now)
+    lease = {
+        "state": LEASED,
+        "lease_token": token,
+        "lease_expires_at": now + timedelta(seconds=settings.CRAWL_SINK_LEASE_SECONDS),
+        "attempts": F("attempts") + 1,
+    }
+    batch = due.exclude(batch="").order_by("id").values_list("batch", flat=True).first()
+    if batch:
+        due.filter(batch=batch).update(**lease)
+    else:
+        batch = uuid.uuid4().hex[:16]
+        ids = list(due.filter(batch="").order_by("id").values_list("id", flat=True)[: settings.CRAWL_SINK_BATCH])
+        due.filter(id__in=ids, batch="").update(batch=batch, **lease)
+    rows = list(SinkDelivery.objects.filter(lease_token=token).order_by("id"))
+    return token, batch, rows
+
+
+def _failed(sink: Sink, token: uuid.UUID, rows: list[SinkDelivery], exc: Exception) -> None:
+    attempts = max(r.attempts for r in rows)
+    error = f"{type(exc).__name__}: {exc}"[:2000]
+    log.warning("sink %s (%s) failed on %d records: %s", sink.name, sink.kind, len(rows), error)
+    leased = SinkDelivery.objects.filter(lease_token=token, state=LEASED)
+    if attempts >= settings.CRAWL_SINK_MAX_ATTEMPTS:
+        leased.update(state=FAILED, lease_token=None, lease_expires_at=None, error=error)
+        return
+    wait = min(2.0**attempts, settings.CRAWL_SINK_MAX_BACKOFF_SECONDS)
+    due = timezone.now() + timedelta(seconds=wait)
+    leased.update(state=PENDING, lease_token=None, lease_expires_at=None, next_at=due, error=error)
+
+
+def _fault_after_write(sink: Sink) -> None:
+    """Fault injection for the tests (CRAWLHUB_FAULT_SINK_CRASH_DIR): the worker dies once per sink
+    after the sink wrote a batch and before the batch is marked done: the redelivery case."""
+    directory = os.environ.get("CRAWLHUB_FAULT_SINK_CRASH_DIR")
+    if not directory:
+        return
+    marker = Path(directory) / f"sink-{sink.id}"
+    if marker.exists():
+        return
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("crashed once\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sinks_tick() -> dict[str, int]:
+    """Batches whose lease expired (their worker died) become due again, whole; every sink with due
+    records is woken. Beat runs it; so does the crawl command."""
+    now = timezone.now()
+    expired = SinkDelivery.objects.filter(state=LEASED, lease_expires_at__lt=now)
+    spent = Q(attempts__gte=settings.CRAWL_SINK_MAX_ATTEMPTS)
+    failed = expired.filter(spent).update(
+        state=FAILED, lease_token=None, lease_expires_at=None, error="the worker died delivering it, every attempt"
+    )
+    returned = expired.exclude(spent).update(state=PENDING, lease_token=None, lease_expires_at=None, next_at=now)
+    due = SinkDelivery.objects.filter(state=PENDING, next_at__lte=now)
+    sink_ids = list(due.values_list("sink_id", flat=True).distinct().order_by())
+    for sink_id in sink_ids:
+        _publish(sink_id)
+    return {"returned": returned, "failed": failed, "woken": len(sink_ids)}
+
+
+def sink_retry(sink: Sink) -> int:
+    """Give the sink's failed records fresh attempts and deliver them now. Returns records queued."""
+    with transaction.atomic():
+        queued = SinkDelivery.objects.filter(sink=sink, state=FAILED).update(
+            state=PENDING, attempts=0, next_at=timezone.now(), error=""
+        )
+        if queued:
+            transaction.on_commit(lambda: _publish(sink.id))
+    return queued
+
+
+def sinks_owed(project_id: int, *, failing: bool = True) -> int:
+    """Records still to deliver (pending or being written) to the project's sinks; `failing=False`
+    leaves out those waiting to retry after their sink failed (a failing sink holds back no crawl)."""
+    owed = SinkDelivery.objects.filter(sink__project_id=project_id, state__in=(PENDING, LEASED))
+    return (owed if failing else owed.filter(error="")).count()
+
+
+def project_sink_counts(project_id: int) -> dict[str, dict]:
+    """Per sink of the project: records by state and the last error."""
+    counts = {}
+    for sink in Sink.objects.filter(project_id=project_id).order_by("name"):
+        last = SinkDelivery.objects.filter(sink=sink).exclude(error="").order_by("-updated_at").first()
+        counts[sink.name] = sink_counts(sink) | {"last_error": last.error if last else ""}
+    return counts
+
+
+def sink_counts(sink: Sink) -> dict[str, int]:
+    rows = SinkDelivery.objects.filter(sink=sink).values_list("state").annotate(n=Count("id")).order_by()
+    return {state: 0 for state in SinkDelivery.State.values} | dict(rows)

@@ -1,0 +1,62 @@
+"""The records sinks receive, built from what a stage just stored, each with its stable key: the
+same item (page, kind, position) with the same data always has the same key, and a changed one a new
+key, so a sink gets every change once and a redelivery never twice."""
+
+from .delivery import content_hash, record_key, sinks_offer
+
+
+def results_offer(project, results, *, clean=lambda value: value) -> int:
+    """Offer the items and page records of extracted pages (scrape/services.py, in its transaction);
+    `clean` makes values storable (the extract stage's JSONB sanitiser)."""
+    records = []
+    for result in results:
+        if result.failed:
+            continue
+        page = result.page
+        for item in result.items:
+            data = clean({"data": item.data, "errors": item.errors})
+            records.append(
+                {
+                    "key": record_key(page.url_key[:24], item.kind, item.position, content_hash(data)),
+                    "type": "item",
+                    "project": project.slug,
+                    "url": page.url,
+                    "kind": item.kind,
+                    "position": item.position,
+                    "rule_version": item.version,
+                    **data,
+                }
+            )
+        fields = {name: result.changes.get(name, getattr(page, name)) for name in ("title", "text_hash")}
+        records.append(
+            {
+                "key": record_key(page.url_key[:24], "page", fields["text_hash"][:12] or content_hash(fields)),
+                "type": "page",
+                "project": project.slug,
+                "url": page.url,
+                "final_url": page.final_url,
+                "status_code": page.status_code,
+                "content_type": page.content_type,
+                "title": clean(fields["title"]),
+                "fetched_at": page.fetched_at.isoformat() if page.fetched_at else None,
+            }
+        )
+    return sinks_offer(project.id, records)
+
+
+def assets_offer(project_id: int, assets) -> int:
+    """Offer stored media assets (media/services.py, when they are done)."""
+    records = [
+        {
+            "key": record_key("asset", asset.sha256 or content_hash(asset.url), content_hash(asset.url)),
+            "type": "asset",
+            "url": asset.url,
+            "kind": asset.kind,
+            "sha256": asset.sha256,
+            "size": asset.size,
+            "mime": asset.mime,
+            "storage_key": asset.storage_key,
+        }
+        for asset in assets
+    ]
+    return sinks_offer(project_id, records)
