@@ -49,10 +49,13 @@ def test_text_in_a_declared_charset_reads_back_as_the_same_text(text, charset):
 def test_a_page_title_survives_its_declared_charset(title, charset):
     clean = "".join(c for c in title if c.isprintable() and not 0xD800 <= ord(c) <= 0xDFFF)
     clean = " ".join(clean.replace("<", " ").replace("&", " ").split())
+    html = f"<html><head><title>{clean}</title></head><body>x</body></html>"
     try:
-        body = f"<html><head><title>{clean}</title></head><body>x</body></html>".encode(charset)
+        body = html.encode(charset)
     except UnicodeEncodeError:
         return
+    if body.decode(charset) != html:
+        return  # the codec itself does not round-trip it (shift_jis writes "¥" as the byte of "\\")
     assert extract_html(body, "http://example.com/", charset=charset).title == clean.strip()
 
 

@@ -166,9 +166,13 @@ def sink_retry(sink: Sink) -> int:
 
 def sinks_owed(project_id: int, *, failing: bool = True) -> int:
     """Records still to deliver (pending or being written) to the project's sinks; `failing=False`
-    leaves out those waiting to retry after their sink failed (a failing sink holds back no crawl)."""
+    leaves out the sinks that are failing (a record of theirs waits to retry, or failed): a failing
+    sink holds back no crawl."""
     owed = SinkDelivery.objects.filter(sink__project_id=project_id, state__in=(PENDING, LEASED))
-    return (owed if failing else owed.filter(error="")).count()
+    if not failing:
+        erring = SinkDelivery.objects.filter(sink__project_id=project_id, state__in=(PENDING, FAILED))
+        owed = owed.exclude(sink_id__in=erring.exclude(error="").values("sink_id"))
+    return owed.count()
 
 
 def project_sink_counts(project_id: int) -> dict[str, dict]:
