@@ -199,6 +199,7 @@ def test_a_non_html_response_is_done_not_parsed_and_counted_apart(db):
     pages = {
         "/guide.pdf": ("application/pdf", pdf),
         "/page.html": ("text/html", b"<html><body><p>Hello</p><a href='/next'>next</a></body></html>"),
+        "/setup.py": ("text/plain; charset=utf-8", b"from setuptools import setup\nsetup(name='x')\n"),
     }
     ids = []
     for path, (content_type, body) in pages.items():
@@ -212,11 +213,13 @@ def test_a_non_html_response_is_done_not_parsed_and_counted_apart(db):
     assert not Item.objects.filter(page=pdf_page).exists(), "no items"
     assert not Page.objects.filter(discovered_from=pdf_page).exists(), "no links"
     assert (html_page.state, html_page.parsed) == ("done", True)
-    assert project_progress(project)["pages_not_parsed"] == 1
+    source = Page.objects.get(id=ids[2])
+    assert (source.state, source.error_code, source.parsed) == ("done", "", False), "a text/plain page is done"
+    assert project_progress(project)["pages_not_parsed"] == 2
     job = Job.objects.create(project=project)
     Page.objects.filter(id__in=ids).update(job_id=job.id)  # as the stages stamp a job's rows
     counts = job_counts(job)
-    assert (counts["pages_done"], counts["pages_not_parsed"], counts["pages_failed"]) == (2, 1, 0)
+    assert (counts["pages_done"], counts["pages_not_parsed"], counts["pages_failed"]) == (3, 2, 0)
 
 
 def test_a_page_parsed_again_once_it_is_html_and_binary_served_as_html_still_fails(db):
