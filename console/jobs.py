@@ -6,11 +6,8 @@ in `stats` when it ends. `jobs_tick` (beat, every few seconds; the crawl command
 starts the jobs whose first row was claimed and ends those whose project owes no more work.
 """
 
-import logging
-from datetime import timedelta
-
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from console import control
@@ -19,8 +16,6 @@ from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job
 from crawl.models import Page, Project
 from media.models import MediaAsset
 from scrape.models import Item
-
-log = logging.getLogger("crawlhub.jobs")
 
 ACTIVE = Job.ACTIVE_STATES
 
@@ -264,12 +259,3 @@ def job_failures(job: Job, *, limit: int = 50) -> list[dict]:
         for url, code, message, at in failed.values_list("url", "error_code", "error_message", "updated_at")[:limit]:
             rows.append({"kind": kind, "url": url, "code": code, "message": message, "at": at})
     return sorted(rows, key=lambda r: r["at"], reverse=True)[:limit]
-
-
-def jobs_recent(project: Project | None = None, *, since: timedelta | None = None):
-    jobs = Job.objects.select_related("project", "started_by")
-    if project is not None:
-        jobs = jobs.filter(project=project)
-    if since is not None:
-        jobs = jobs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=timezone.now() - since))
-    return jobs
