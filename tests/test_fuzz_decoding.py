@@ -37,6 +37,8 @@ def test_text_in_a_declared_charset_reads_back_as_the_same_text(text, charset):
         body = text.encode(charset)
     except UnicodeEncodeError:
         return
+    if body.decode(charset) != text:
+        return  # the codec itself does not round-trip it (shift_jis writes "¥" as the byte of "\\")
     if body.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
         return  # a byte order mark wins over the declared charset, as in browsers
     decoded, encoding = _as_utf8(body, charset)
