@@ -413,3 +413,17 @@ def test_the_example_api_spider_posts_each_query_with_its_key_and_reads_the_answ
     result = run_spider(ExampleApiSpider(), answer)
     assert result.items == [{"kind": "result", "query": "desks", "rank": 1, "title": "Oak desk", "price": 400.0}]
     assert [line.message for line in result.log] == ["1 results for 'desks'"]
+
+
+def test_the_debugger_shows_what_a_handler_logged(db, admin_client, logging_site):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    project = project_get_or_create(name="logs", allow_private=True, obey_robots=False, spider=LoggingSpider.name)
+    out = StringIO()
+    call_command("tryurl", f"{logging_site.url}/fine", "--project", project.slug, stdout=out)
+    assert f"[handler log]\n  INFO: parsing {logging_site.url}/fine" in out.getvalue()
+    shown = admin_client.post("/admin/tryurl/", {"url": f"{logging_site.url}/broken", "project": project.id})
+    html = shown.content.decode()
+    assert "What the spider's handler logged" in html and "about to fail" in html and "KeyError" in html

@@ -48,6 +48,10 @@ class Command(BaseCommand):
             out(f"\n[item {item['kind']} #{item['position']}] {json.dumps(item['data'], ensure_ascii=False)[:1500]}")
             for error in item["errors"]:
                 out(f"  error: {error}")
+        if report.get("handler_log"):
+            out("\n[handler log]")
+            for line in report["handler_log"]:
+                out(f"  {line['level']}: {line['message']}")
         if "link_fates" in report:
             self._print_links(report)
         out(f"\n[media: {len(report.get('media', []))}]")
