@@ -71,14 +71,6 @@ def overview_data(request: HttpRequest) -> JsonResponse:
     return JsonResponse(overview_snapshot())
 
 
-CONTROL = {
-    "start": lambda project, user: jobs.crawl_start(project=project, trigger=Job.Trigger.ADMIN, user=user)[0],
-    "pause": lambda project, user: (job := jobs.job_current(project)) and jobs.job_pause(job=job) and job,
-    "resume": lambda project, user: (job := jobs.job_current(project)) and jobs.job_resume(job=job) and job,
-    "cancel": lambda project, user: (job := jobs.job_current(project)) and jobs.job_cancel(job=job, user=user) and job,
-}
-
-
 @require_POST
 def overview_control(request: HttpRequest) -> JsonResponse:
     """POST project=<id>&action=start|pause|resume|cancel: the overview's buttons."""
@@ -86,9 +78,12 @@ def overview_control(request: HttpRequest) -> JsonResponse:
         raise PermissionDenied
     ref, action = request.POST.get("project", ""), request.POST.get("action", "")
     project = Project.objects.filter(id=int(ref)).first() if ref.isdigit() else None
-    if project is None or action not in CONTROL:
+    if project is None or action not in ("start", *jobs.STEERS):
         return JsonResponse({"error": "project=<id> and action=start|pause|resume|cancel"}, status=400)
-    job = CONTROL[action](project, request.user)
+    if action == "start":
+        job, _queued = jobs.crawl_start(project=project, trigger=Job.Trigger.ADMIN, user=request.user)
+    elif (job := jobs.job_current(project)) and not jobs.job_steer(job=job, action=action, user=request.user):
+        job = None
     if not job:
         return JsonResponse(
             {"ok": False, "error": f"{action}: no job of {project} in a state that allows it"}, status=409
@@ -183,9 +178,7 @@ def _job_json(job: Job | None) -> dict | None:
 
 
 def _actions(job: Job | None) -> list[str]:
-    if job is None:
-        return ["start"]
-    return ["resume", "cancel"] if job.state == Job.State.PAUSED else ["pause", "cancel"]
+    return ["start"] if job is None else jobs.job_actions(job)
 
 
 def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:

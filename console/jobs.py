@@ -206,6 +206,35 @@ def job_finish(*, job: Job) -> bool:
     return True
 
 
+def job_actions(job: Job) -> list[str]:
+    """What its state lets an operator do to the job: pause or resume, and cancel, while it runs."""
+    if not job.active:
+        return []
+    return ["resume" if job.state == Job.State.PAUSED else "pause", "cancel"]
+
+
+STEERS = ("pause", "resume", "cancel")
+
+
+def job_steer(*, job: Job, action: str, user=None) -> bool:
+    """Pause, resume or cancel the job (one of STEERS); False when its state does not allow it."""
+    if action == "pause":
+        return job_pause(job=job)
+    if action == "resume":
+        return job_resume(job=job)
+    if action == "cancel":
+        return job_cancel(job=job, user=user)
+    raise ValueError(f"not a way to steer a job: {action!r}")
+
+
+def job_has_failures(job: Job) -> bool:
+    """Whether any of the job's pages or assets failed (an ended job's kept counts say it)."""
+    if not job.active and job.stats:
+        return bool(job.stats["pages_failed"] or job.stats["assets_failed"])
+    failed = {"job_id": job.id, "state": "failed"}
+    return Page.objects.filter(**failed).exists() or MediaAsset.objects.filter(**failed).exists()
+
+
 def _claimed_any(job: Job) -> bool:
     return Page.objects.filter(job_id=job.id).exists() or MediaAsset.objects.filter(job_id=job.id).exists()
 

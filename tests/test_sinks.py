@@ -170,3 +170,16 @@ def test_a_failing_sink_holds_back_nothing_and_says_why(site_server, tmp_path):
     assert "sink broken: 0 delivered" in done.stdout and "failing: ConnectionError" in done.stdout
     listed = run_manage(["sinks", "f"], env)
     assert "broken" in listed.stdout and "ok" in listed.stdout
+
+
+def test_the_sink_list_shows_what_each_sink_delivered_owes_and_why_it_fails(admin_client):
+    project = Project.objects.create(name="listed", slug="listed")
+    sink = Sink.objects.create(project=project, name="down", kind="file")
+    SinkDelivery.objects.bulk_create(
+        [SinkDelivery(sink=sink, key=f"k{i}", record={}, state="done") for i in range(3)]
+        + [SinkDelivery(sink=sink, key="k9", record={}, state="pending", error="OSError: disk full")]
+    )
+    html = admin_client.get("/admin/scrape/sink/").content.decode()
+    row = html.split('class="field-name"', 1)[1].split("</tr>", 1)[0]
+    assert '<td class="field-delivered">3</td>' in row and '<td class="field-owed">1</td>' in row
+    assert "OSError: disk full" in row

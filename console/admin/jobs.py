@@ -12,13 +12,6 @@ from django.utils.html import format_html
 from console import jobs
 from console.models import Job, JobLogEntry, WorkerBeat
 
-JOB_ACTIONS = {
-    "pause": lambda job, user: jobs.job_pause(job=job),
-    "resume": lambda job, user: jobs.job_resume(job=job),
-    "cancel": lambda job, user: jobs.job_cancel(job=job, user=user),
-    "retry": lambda job, user: jobs.job_retry_failed(job=job, trigger=Job.Trigger.ADMIN, user=user)[0],
-}
-
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
@@ -92,9 +85,12 @@ class JobAdmin(admin.ModelAdmin):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         job = get_object_or_404(Job, id=job_id)
-        if action not in JOB_ACTIONS or not request.user.has_perm("crawl.change_project"):
+        if action not in (*jobs.STEERS, "retry") or not request.user.has_perm("crawl.change_project"):
             raise PermissionDenied
-        result = JOB_ACTIONS[action](job, request.user)
+        if action == "retry":
+            result = jobs.job_retry_failed(job=job, trigger=Job.Trigger.ADMIN, user=request.user)[0]
+        else:
+            result = jobs.job_steer(job=job, action=action, user=request.user)
         if isinstance(result, Job):
             self.message_user(request, f"Failures of job {job.id} retried as job {result.id}.", messages.SUCCESS)
             return HttpResponseRedirect(reverse("admin:console_job_change", args=[result.id]))
@@ -104,17 +100,8 @@ class JobAdmin(admin.ModelAdmin):
 
 
 def _actions_of(job: Job) -> list[tuple[str, str]]:
-    actions = []
-    if job.state in (Job.State.QUEUED, Job.State.RUNNING):
-        actions.append(("pause", "Pause"))
-    if job.state == Job.State.PAUSED:
-        actions.append(("resume", "Resume"))
-    if job.active:
-        actions.append(("cancel", "Cancel"))
-    counts = jobs.job_counts(job)
-    if counts["pages_failed"] or counts["assets_failed"]:
-        actions.append(("retry", "Retry failed"))
-    return actions
+    actions = [(action, action.capitalize()) for action in jobs.job_actions(job)]
+    return actions + ([("retry", "Retry failed")] if jobs.job_has_failures(job) else [])
 
 
 @admin.register(WorkerBeat)

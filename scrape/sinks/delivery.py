@@ -177,11 +177,16 @@ def sinks_owed(project_id: int, *, failing: bool = True) -> int:
 
 def project_sink_counts(project_id: int) -> dict[str, dict]:
     """Per sink of the project: records by state and the last error."""
-    counts = {}
-    for sink in Sink.objects.filter(project_id=project_id).order_by("name"):
-        last = SinkDelivery.objects.filter(sink=sink).exclude(error="").order_by("-updated_at").first()
-        counts[sink.name] = sink_counts(sink) | {"last_error": last.error if last else ""}
-    return counts
+    return {
+        sink.name: sink_counts(sink) | {"last_error": sink_last_error(sink)}
+        for sink in Sink.objects.filter(project_id=project_id).order_by("name")
+    }
+
+
+def sink_last_error(sink: Sink) -> str:
+    """The newest error its records met ("" when none did)."""
+    last = SinkDelivery.objects.filter(sink=sink).exclude(error="").order_by("-updated_at")
+    return last.values_list("error", flat=True).first() or ""
 
 
 def sink_counts(sink: Sink) -> dict[str, int]:
