@@ -204,9 +204,14 @@ class BenchRun:
             command.append("--no-media")
         out, err = scratch.dir / "crawl.out", scratch.dir / "crawl.log"
         started = time.monotonic()
+        # The site is one host: the crawl's new project gets a per-host cap (a default project has
+        # one) that is large enough for the whole site, so a 100,000-page run still crawls it all.
+        default_cap = settings.CRAWL_DEFAULT_MAX_PAGES_PER_HOST
+        per_host = max(default_cap, 2 * self.o.pages) if default_cap else 0
+        env = scratch.counted_env() | {"CRAWL_DEFAULT_MAX_PAGES_PER_HOST": str(per_host)}
         with open(out, "wb") as stdout, open(err, "wb") as stderr:
             self.crawl = subprocess.Popen(
-                command, cwd=REPO, env=scratch.counted_env(), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+                command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
             )
         final = self._wait_exit(self.crawl, started + self.o.timeout + KILL_GRACE_SECONDS)
         seconds = time.monotonic() - started

@@ -50,6 +50,8 @@ CHUNK = 2000
 # Formats that stream over HTTP (the admin's and the API's export), and rows written per chunk.
 CONTENT_TYPES = {"jsonl": "application/x-ndjson; charset=utf-8", "csv": "text/csv; charset=utf-8"}
 STREAM_BATCH_ROWS = 500
+# Text a spreadsheet would run as a formula (CSV injection): such cells get a leading ' (OWASP's advice).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def export_rows(project: Project, what: str) -> Iterator[dict]:
@@ -105,9 +107,18 @@ def write_csv(rows, out, fields: list[str]) -> int:
     writer.writeheader()
     n = 0
     for row in rows:
-        writer.writerow({k: json.dumps(v, default=str) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
         n += 1
     return n
+
+
+def csv_cell(value):
+    """One value as a CSV cell: lists and dicts as JSON; text starting like a formula behind a '."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 TAR_MODES = {"tar": "w", "tar.gz": "w:gz", "tar.bz2": "w:bz2"}

@@ -10,14 +10,32 @@ class CrawlConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from crawl import signals  # noqa: F401 - connects the schedule sync
+        from crawl import patterns, signals  # noqa: F401 - signals connects the schedule sync
         from crawl.connections import task_connections_connect
         from crawl.logging import structlog_configure, task_context_connect
-        from crawl.netguard import allow_networks
+        from crawl.netguard import allow_networks, refuse_services
         from crawl.sqlcount import sqlcount_install
 
+        patterns.MATCH_TIMEOUT = settings.CRAWL_REGEX_TIMEOUT
+
         allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
+        refuse_services(own_services(settings))
         structlog_configure(log_format=settings.CRAWLHUB_LOG_FORMAT)
         task_context_connect()
         task_connections_connect()
         sqlcount_install()  # the benchmark's statement counts; nothing unless CRAWLHUB_SQL_COUNT_DIR is set
+
+
+def own_services(settings) -> list[str]:
+    """The crawler's own servers, which no crawl may reach: the databases, the broker and result
+    backend, the storage endpoints, and CRAWL_REFUSED_SERVICES (Flower by default)."""
+    endpoints = list(settings.CRAWL_REFUSED_SERVICES)
+    for db in settings.DATABASES.values():
+        if db.get("HOST") and not db["HOST"].startswith("/"):
+            default_port = 3306 if "mysql" in db["ENGINE"] else 5432
+            endpoints.append(f"//{db['HOST']}:{db.get('PORT') or default_port}")
+    for name in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "AWS_S3_ENDPOINT_URL", "AWS_S3_PUBLIC_ENDPOINT_URL"):
+        value = getattr(settings, name, "") or ""
+        if "://" in value and not value.startswith(("filesystem:", "memory:", "django-db", "file:")):
+            endpoints.append(value)
+    return endpoints

@@ -16,9 +16,12 @@ from urllib.parse import urljoin
 import httpcore
 import httpx
 
+from .egress import EGRESS_HEADER, egress_url
 from .netguard import BlockedAddress, GuardedBackend
 
-TRANSIENT_ERRORS = frozenset({"connect_timeout", "read_timeout", "total_timeout", "connect_error", "protocol_error"})
+TRANSIENT_ERRORS = frozenset(
+    {"connect_timeout", "read_timeout", "total_timeout", "connect_error", "protocol_error", "proxy_error"}
+)
 
 
 def is_transient(error_code: str) -> bool:
@@ -59,34 +62,44 @@ class BodyTooLarge(Exception):
     pass
 
 
+class EgressRefusal(Exception):
+    """The egress gate answered instead of the target (a refusal, or the target was unreachable);
+    for a tunnel httpx raises ProxyError with the same "code: message" text."""
+
+    def __init__(self, error_code: str, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+
+
 def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = "") -> httpx.AsyncClient:
     """An AsyncClient whose every connection passes the SSRF guard (see netguard).
 
-    With a proxy, connections go to the proxy the project's owner configured (trusted, so private
-    addresses are allowed for it); the proxy resolves and reaches the targets.
+    With a project proxy, the client's only proxy is this process's egress gate (crawl.egress): the
+    gate checks each target as strictly as GuardedBackend does, then goes through the project's
+    proxy to the checked address, with the credentials in its URL.
     """
     transport = httpx.AsyncHTTPTransport()
-    backend = GuardedBackend(allow_private=allow_private or bool(proxy))
-    # httpx 0.28 has no network_backend argument; the pool is replaced with one that has it
-    # (httpx and httpcore are pinned to their minor versions in requirements/base.txt).
     pool = dict(
         ssl_context=httpx.create_ssl_context(),
         max_connections=max_connections,
         max_keepalive_connections=max_connections,
         keepalive_expiry=5.0,
-        network_backend=backend,
     )
+    # httpx 0.28 has no network_backend argument; the pool is replaced with one that has it
+    # (httpx and httpcore are pinned to their minor versions in requirements/base.txt).
     if proxy:
-        proxy_url = httpx.URL(proxy)
+        gate = httpx.URL(egress_url(allow_private=allow_private, upstream=proxy))
         transport._pool = httpcore.AsyncHTTPProxy(
-            proxy_url=httpcore.URL(
-                scheme=proxy_url.raw_scheme, host=proxy_url.raw_host, port=proxy_url.port, target=proxy_url.raw_path
-            ),
+            proxy_url=httpcore.URL(scheme=b"http", host=gate.raw_host, port=gate.port, target=b"/"),
+            network_backend=httpcore.AnyIOBackend(),
             **pool,
         )
     else:
-        transport._pool = httpcore.AsyncConnectionPool(**pool)
-    return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
+        backend = GuardedBackend(allow_private=allow_private)
+        transport._pool = httpcore.AsyncConnectionPool(network_backend=backend, **pool)
+    client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
+    client.through_egress = bool(proxy)
+    return client
 
 
 @dataclass
@@ -126,6 +139,7 @@ async def _stream_into(response, client, request, timeout, limits: FetchLimits) 
     method, url, headers, body = request
     headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
     async with client.stream(method, url, headers=headers, content=body, timeout=timeout) as r:
+        check_egress_answer(client, r)
         response.status_code = r.status_code
         response.headers = {k.lower(): v for k, v in r.headers.items()}
         if "location" in response.headers:
@@ -148,6 +162,12 @@ async def _read_truncated(r: httpx.Response, max_bytes: int) -> bytes:
     except BodyTooLarge:
         pass  # the first max_bytes are kept; the rest is never read
     return b"".join(chunks)[:max_bytes]
+
+
+def check_egress_answer(client: httpx.AsyncClient, r: httpx.Response) -> None:
+    """Raise EgressRefusal when the egress gate of a proxied client answered instead of the target."""
+    if getattr(client, "through_egress", False) and EGRESS_HEADER in r.headers:
+        raise EgressRefusal(r.headers[EGRESS_HEADER], r.reason_phrase)
 
 
 ACCEPT_ENCODING = "gzip, deflate"  # only what iter_capped decodes itself
@@ -197,6 +217,10 @@ def classify_error(exc: BaseException, limits: FetchLimits) -> tuple[str, str]:
     message = str(exc) or exc.__class__.__name__
     if isinstance(exc, BlockedAddress):
         return "blocked_address", message
+    if isinstance(exc, EgressRefusal):
+        return exc.error_code, message.split(": ", 1)[-1]
+    if isinstance(exc, httpx.ProxyError):
+        return _proxy_error(message)
     if isinstance(exc, BodyTooLarge):
         return "body_too_large", message
     if isinstance(exc, TimeoutError):
@@ -214,6 +238,15 @@ def classify_error(exc: BaseException, limits: FetchLimits) -> tuple[str, str]:
     if isinstance(exc, (httpx.InvalidURL, httpx.UnsupportedProtocol)):
         return "invalid_url", message
     return "fetch_error", f"{exc.__class__.__name__}: {message}"
+
+
+def _proxy_error(message: str) -> tuple[str, str]:
+    """httpcore's ProxyError for a refused CONNECT is the gate's status line: "403 blocked_address: ..."."""
+    status, _, rest = message.partition(" ")
+    code, _, detail = rest.partition(": ")
+    if status.isdigit() and code.replace("_", "").isalnum() and detail:
+        return code, detail
+    return "proxy_error", message
 
 
 def _connect_error_code(exc: BaseException, message: str) -> str:

@@ -1,5 +1,6 @@
 """Projects, seeds and the frontier: one row per canonical URL of a project, with a state and a lease."""
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
@@ -7,6 +8,16 @@ from django.utils import timezone
 
 from .querysets import PageQuerySet
 from .validators import extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
+
+
+def default_max_depth() -> int | None:
+    """A new project's max_depth: CRAWL_DEFAULT_MAX_DEPTH, none when that is 0."""
+    return settings.CRAWL_DEFAULT_MAX_DEPTH or None
+
+
+def default_max_pages_per_host() -> int | None:
+    """A new project's max_pages_per_host: CRAWL_DEFAULT_MAX_PAGES_PER_HOST, none when that is 0."""
+    return settings.CRAWL_DEFAULT_MAX_PAGES_PER_HOST or None
 
 
 class Project(models.Model):
@@ -29,7 +40,11 @@ class Project(models.Model):
         validators=[host_lines],
     )
     max_depth = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Links followed at most this many hops from a seed. Empty: no limit."
+        null=True,
+        blank=True,
+        default=default_max_depth,
+        help_text="Links followed at most this many hops from a seed (0: the seeds only). Empty: no limit. "
+        "New projects get CRAWL_DEFAULT_MAX_DEPTH (50 unless set), so an endless chain of links stops.",
     )
     max_pages = models.PositiveIntegerField(
         null=True, blank=True, help_text="Stop discovering new URLs once the project has this many. Empty: no limit."
@@ -37,7 +52,9 @@ class Project(models.Model):
     max_pages_per_host = models.PositiveIntegerField(
         null=True,
         blank=True,
-        help_text="At most this many URLs of any one host (a crawler trap's budget). Empty: no limit.",
+        default=default_max_pages_per_host,
+        help_text="At most this many URLs of any one host, seeds aside (a crawler trap's budget; 0: the seeds "
+        "only). Empty: no limit. New projects get CRAWL_DEFAULT_MAX_PAGES_PER_HOST (100,000 unless set).",
     )
     allow_patterns = models.TextField(
         blank=True,

@@ -1,13 +1,21 @@
-"""SSRF guard at connect time: resolve once, refuse non-global addresses, connect to the checked IP.
+"""The one address check every outbound connection passes, and the httpcore backend that applies it.
 
-It sits in httpcore's network backend, so every connection httpx opens (first request, each
-redirect hop, robots.txt, media) goes through the same check, and DNS cannot change the answer
-between the check and the connect.
+`refusal(address, port, allow_private=...)` is the policy: a connection may go to a global unicast
+address; with `allow_private`, also to private ranges (loopback, RFC 1918, unique-local); never, unless
+CRAWL_ALLOWED_NETWORKS names them, to link-local and cloud metadata addresses; and never to the
+crawler's own servers (database, broker, storage, Flower: `refuse_services`).
+
+Two transports apply it at connect time, to the address the socket connects to: GuardedBackend
+below (the page fetcher's httpx client) and crawl.egress (a loopback forward proxy for every other
+client: yt-dlp, gallery-dl, Chromium, and a project's own proxy). Each resolves a name once, refuses
+the connection if any address is refused, and connects to the checked address, so DNS cannot
+change the answer between the check and the connect.
 """
 
 import asyncio
 import ipaddress
 import socket
+from urllib.parse import urlsplit
 
 import anyio.abc
 import httpcore
@@ -19,22 +27,27 @@ class BlockedAddress(Exception):
     """The target resolves to an address the project may not reach."""
 
 
+def _networks(*cidrs: str) -> tuple:
+    return tuple(ipaddress.ip_network(c) for c in cidrs)
+
+
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
-
-
-def address_is_public(address: str) -> bool:
-    """True only for a global unicast address; IPv6 forms that carry an IPv4 address (mapped,
-    6to4, NAT64, the old IPv4-compatible form) are judged by the IPv4 address they carry."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(ip)
-        if embedded is not None:
-            ip = embedded
-    return ip.is_global and not ip.is_multicast
-
+# Python 3.11's ipaddress calls these global; they are not (IANA special-purpose registries).
+NOT_GLOBAL = _networks("192.0.0.0/24", "100.64.0.0/10", "fec0::/10", "64:ff9b:1::/48", "2001::/23")
+# Reachable with allow_private only when CRAWL_ALLOWED_NETWORKS names them: link-local (cloud
+# metadata lives there) and the metadata services outside it.
+LINK_LOCAL_AND_METADATA = _networks(
+    "169.254.0.0/16",  # AWS, GCP, Azure, OpenStack metadata (169.254.169.254), link-local
+    "fe80::/10",
+    "100.100.100.200/32",  # Alibaba Cloud metadata
+    "fd00:ec2::254/128",  # AWS metadata over IPv6
+    "168.63.129.16/32",  # Azure wire server
+)
+SERVICE_PORTS = {"postgres": 5432, "postgresql": 5432, "redis": 6379, "rediss": 6379, "amqp": 5672, "amqps": 5671}
 
 _ALLOWED_NETWORKS: tuple = ()
+_REFUSED_SERVICES: set[tuple[str, int]] = set()
 
 
 def allow_networks(cidrs: list[str]) -> None:
@@ -43,12 +56,55 @@ def allow_networks(cidrs: list[str]) -> None:
     _ALLOWED_NETWORKS = tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
 
 
-def address_permitted(address: str) -> bool:
-    """Public, or inside a network the operator explicitly allowed."""
-    if address_is_public(address):
-        return True
+def refuse_services(endpoints: list[str]) -> None:
+    """The crawler's own servers, as URLs or host:port (CRAWL_REFUSED_SERVICES and those derived
+    from the database, broker and storage settings), refused even with allow_private. A name is
+    resolved now; a loopback server is refused on every loopback address at its port."""
+    refused = set()
+    for endpoint in endpoints:
+        host, port = _host_port(endpoint)
+        if not host or not port:
+            continue
+        try:
+            addresses = {info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+        except (socket.gaierror, UnicodeError):
+            continue  # not resolvable here (another machine's compose name): nothing to refuse
+        for address in addresses:
+            ip = _ip(address)
+            refused.add((str(ip), port))
+            if ip.is_loopback or ip.is_unspecified:
+                refused |= {(a, port) for a in ("127.0.0.1", "::1", "0.0.0.0", "::", *_own_addresses())}
+    _REFUSED_SERVICES.clear()
+    _REFUSED_SERVICES.update(refused)
+
+
+def _own_addresses() -> set[str]:
+    """This machine's addresses by its host name (a server bound to every interface answers there)."""
+    try:
+        return {str(_ip(a)) for a in getaddrinfo(socket.gethostname(), None)}
+    except (OSError, UnicodeError):
+        return set()
+
+
+def _host_port(endpoint: str) -> tuple[str, int | None]:
+    parts = urlsplit(endpoint if "//" in endpoint else f"//{endpoint}")
+    try:
+        port = parts.port
+    except ValueError:
+        return "", None
+    if port is None:
+        port = SERVICE_PORTS.get(parts.scheme) or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.hostname or "", port
+
+
+def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address, or the IPv4 address an IPv6 form carries (mapped, 6to4, NAT64, IPv4-compatible)."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    return any(ip.version == net.version and ip in net for net in _ALLOWED_NETWORKS)
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            return embedded
+    return ip
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
@@ -61,13 +117,69 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     return None
 
 
-async def resolve(host: str, port: int) -> list[str]:
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise httpcore.ConnectError(f"cannot resolve {host}: {exc.strerror}") from None
+def _within(ip, networks) -> bool:
+    return any(ip.version == net.version and ip in net for net in networks)
+
+
+def address_is_public(address: str) -> bool:
+    """True only for a global unicast address; IPv6 forms that carry an IPv4 address are judged by
+    the IPv4 address they carry."""
+    ip = _ip(address)
+    return ip.is_global and not ip.is_multicast and not _within(ip, NOT_GLOBAL)
+
+
+def refusal(address: str, port: int | None = None, *, allow_private: bool = False) -> str:
+    """Why a connection to address:port is refused, as "is ..." ("" when it may go ahead)."""
+    ip = _ip(address)
+    key = "127.0.0.1" if ip.is_loopback and ip.version == 4 else str(ip)  # all of 127/8 is this host
+    if port is not None and (key, port) in _REFUSED_SERVICES:
+        return f"is one of crawlhub's own servers at port {port} (database, broker, storage or Flower)"
+    if _within(ip, _ALLOWED_NETWORKS):
+        return ""
+    if ip.is_multicast or ip.is_unspecified or (ip.is_reserved and ip.version == 4):
+        return "is not a unicast address"
+    if _within(ip, LINK_LOCAL_AND_METADATA):
+        return "is a link-local or cloud metadata address (allowed only through CRAWL_ALLOWED_NETWORKS)"
+    if address_is_public(address) or allow_private:
+        return ""
+    return "is a non-public address (a project may allow private networks)"
+
+
+def address_permitted(address: str, port: int | None = None, *, allow_private: bool = False) -> bool:
+    return not refusal(address, port, allow_private=allow_private)
+
+
+def check_addresses(host: str, port: int | None, addresses: list[str], *, allow_private: bool) -> None:
+    """Raise BlockedAddress unless every address host resolved to may be connected to."""
+    for address in addresses:
+        reason = refusal(address, port, allow_private=allow_private)
+        if reason and host.strip("[]") == address:
+            raise BlockedAddress(f"{address} {reason}")
+        if reason:
+            raise BlockedAddress(f"{host} resolves to {address}, which {reason}")
+
+
+def getaddrinfo(host: str, port: int | None) -> list[str]:
+    """The addresses of host, each once, in the resolver's order (socket.gaierror if none)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+async def lookup(host: str, port: int | None) -> list[str]:
+    """getaddrinfo off the event loop (socket.gaierror if the name does not resolve)."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return [host.strip("[]")]
+    except ValueError:
+        pass
+    return await asyncio.get_running_loop().run_in_executor(None, getaddrinfo, host, port)
+
+
+async def resolve(host: str, port: int) -> list[str]:
+    try:
+        return await lookup(host, port)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise httpcore.ConnectError(f"cannot resolve {host}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 class GuardedBackend(httpcore.AnyIOBackend):
@@ -79,10 +191,7 @@ class GuardedBackend(httpcore.AnyIOBackend):
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         addresses = await resolve(host, port)
-        if not self.allow_private:
-            refused = [a for a in addresses if not address_permitted(a)]
-            if refused:
-                raise BlockedAddress(f"{host} resolves to non-public address {refused[0]}")
+        check_addresses(host, port, addresses, allow_private=self.allow_private)
         stream = await super().connect_tcp(addresses[0], port, timeout, local_address, socket_options)
         return SocketCachedStream(stream._stream)
 

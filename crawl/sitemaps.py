@@ -12,6 +12,8 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import feedparser
 from lxml import etree
 
+from .safexml import unsafe_xml
+
 SITEMAP_MAX_URLS = 50_000  # the sitemap protocol's limits
 MAX_BYTES = 50 * 1024 * 1024  # decompressed; parse_feed and parse_listing use it too
 FEED_MAX_URLS = 10_000
@@ -23,7 +25,6 @@ _SNIFF_BYTES = 64 * 1024
 _WIDE_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # UTF-32's BOMs start with UTF-16's
 # libxml2 with no entity substitution, no DTD loading, no network and its default size and depth limits.
 _SAFE_XML = {"resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False}
-_ENTITY_DECLARATION = re.compile(rb"<!\s*ENTITY", re.IGNORECASE)
 _YEAR_OR_MONTH = re.compile(r"\d{4}(-\d{2})?")
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
 
@@ -36,7 +37,8 @@ class Discovered:
 
 @dataclass
 class Listing:
-    """error: "too_large", "bad_gzip", "unsafe_xml" (declares entities), "malformed" or "not_a_listing"."""
+    """error: "too_large", "bad_gzip", "unsafe_xml" (declares entities, or is in an encoding like UTF-7 that
+    could hide a declaration: crawl/safexml.py), "malformed" or "not_a_listing"."""
 
     kind: str  # "urlset" | "sitemapindex" | "feed" | "text" | "unknown"
     urls: list[Discovered] = field(default_factory=list)
@@ -66,7 +68,7 @@ def parse_feed(body: bytes, *, base_url: str, max_urls: int = FEED_MAX_URLS) -> 
     body, error = _gunzipped(body, MAX_BYTES)
     if error:
         return Listing("unknown", error=error)
-    if _declares_entities(body):
+    if unsafe_xml(body):
         return Listing("unknown", error="unsafe_xml")
     # A file-like object, never bytes: feedparser opens bytes that name an existing file ("/etc/passwd").
     parsed = feedparser.parse(
@@ -90,7 +92,7 @@ def parse_listing(body: bytes, *, base_url: str, content_type: str = "") -> List
         listing = _text_sitemap(body, base_url, SITEMAP_MAX_URLS)
         if listing.urls:
             return listing
-    if _declares_entities(body):
+    if unsafe_xml(body):
         return Listing("unknown", error="unsafe_xml")
     root = _root_name(body)
     if root in SITEMAP_ROOTS:
@@ -142,7 +144,7 @@ def _inflate(body: memoryview, max_bytes: int) -> bytes:
 
 
 def _xml_sitemap(body: bytes, base_url: str, max_urls: int) -> Listing:
-    if _declares_entities(body):
+    if unsafe_xml(body):
         return Listing("unknown", error="unsafe_xml")
     try:
         root = etree.fromstring(_without_leading_space(body), etree.XMLParser(**_SAFE_XML))
@@ -155,15 +157,6 @@ def _xml_sitemap(body: bytes, base_url: str, max_urls: int) -> Listing:
         return Listing("unknown", error="not_a_listing")
     entries = _sitemap_entries(root, SITEMAP_ROOTS[kind], base_url, max_urls)
     return Listing(kind, sitemaps=entries) if kind == "sitemapindex" else Listing(kind, urls=entries)
-
-
-def _declares_entities(body: bytes) -> bool:
-    """Whether the document declares entities (billion laughs, XXE): those documents are refused.
-    The whole body is searched, not just the prolog a comment can hide it in; UTF-16/32 are searched
-    with their NULs dropped."""
-    if _ENTITY_DECLARATION.search(body):
-        return True
-    return b"\x00" in body[:4] and bool(_ENTITY_DECLARATION.search(body.replace(b"\x00", b"")))
 
 
 def _dtd_declares_entities(root) -> bool:

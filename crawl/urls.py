@@ -7,6 +7,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
+from .patterns import UserPattern
+
 MAX_URL_LENGTH = 2000
 ALLOWED_SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -98,7 +100,7 @@ def _netloc(host: str, port: int | None, scheme: str) -> str:
 
 
 def url_key(canonical_url: str) -> str:
-    """256-bit key of a canonical URL (DESIGN.md §4: never a 64-bit hash)."""
+    """256-bit key of a canonical URL: a full sha256, never a 64-bit hash, so no two URLs share a row by collision."""
     return hashlib.sha256(canonical_url.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -137,16 +139,16 @@ class Scope:
 
     domains: tuple[str, ...]
     max_depth: int | None = None
-    allow: tuple[re.Pattern, ...] = ()
-    deny: tuple[re.Pattern, ...] = ()
+    allow: tuple[UserPattern, ...] = ()  # matched with a time limit: a match that gave up fails closed
+    deny: tuple[UserPattern, ...] = ()
 
     @classmethod
     def build(cls, *, domains, max_depth=None, allow=(), deny=()) -> "Scope":
         return cls(
             domains=tuple(d.lower().lstrip(".") for d in domains),
             max_depth=max_depth,
-            allow=tuple(re.compile(p) for p in allow),
-            deny=tuple(re.compile(p) for p in deny),
+            allow=tuple(UserPattern(p) for p in allow),
+            deny=tuple(UserPattern(p) for p in deny),
         )
 
     def rejects(self, url: str, depth: int) -> str | None:
@@ -155,9 +157,9 @@ class Scope:
             return "depth"
         if self.domains and not host_in_domains(host_of(url), self.domains):
             return "offsite"
-        if any(p.search(url) for p in self.deny):
+        if any(p.hits(url, unsure=True) for p in self.deny):  # a deny pattern that gave up denies
             return "denied"
-        if self.allow and not any(p.search(url) for p in self.allow):
+        if self.allow and not any(p.hits(url, unsure=False) for p in self.allow):
             return "not_allowed"
         return None
 

@@ -8,6 +8,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
+from .patterns import pattern_problem
+
 MEDIA_KINDS = ("image", "video", "audio", "file")
 _EXTENSION = re.compile(r"\.?[A-Za-z0-9][A-Za-z0-9_+-]*(\.[A-Za-z0-9][A-Za-z0-9_+-]*)*")
 _MIME_TOKEN = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*"
@@ -27,17 +29,10 @@ def _each_line(value: str, problem: Callable[[str], str | None]) -> None:
         raise ValidationError(errors)
 
 
-def _regex_problem(line: str) -> str | None:
-    try:
-        re.compile(line)
-    except (re.error, RecursionError, OverflowError) as exc:
-        return f"is not a regular expression: {exc}"
-    return None
-
-
 def regex_lines(value: str) -> None:
-    """Every non-blank line is a Python regular expression (commas belong to the pattern)."""
-    _each_line(value, _regex_problem)
+    """Every non-blank line is a Python regular expression (commas belong to the pattern) that cannot
+    obviously backtrack catastrophically (crawl/patterns.py)."""
+    _each_line(value, pattern_problem)
 
 
 def extension_lines(value: str) -> None:

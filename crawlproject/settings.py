@@ -4,9 +4,12 @@ Embedded default: SQLite under var/ and the kombu filesystem broker under var/br
 Distributed: DATABASE_URL=postgres://..., CELERY_BROKER_URL=redis://...
 """
 
+import os
 from pathlib import Path
 
 import environ
+
+from crawlproject.envsafety import kept_secret_key, refuse_placeholder_secrets
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -17,7 +20,10 @@ VAR_DIR = Path(env.str("CRAWLHUB_VAR_DIR", default=str(BASE_DIR / "var"))).resol
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me-in-production")
+# Unset: a random key made once and kept in VAR_DIR/secret-key, so the embedded default needs no setup.
+SECRET_KEY = env.str("DJANGO_SECRET_KEY") if "DJANGO_SECRET_KEY" in os.environ else kept_secret_key(VAR_DIR)
+if not DEBUG:  # placeholder secrets (change-me..., example) and short keys stop the start: envsafety.py
+    refuse_placeholder_secrets(os.environ)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 # Production switch: served over HTTPS by a TLS-terminating proxy that sets X-Forwarded-Proto. It turns
@@ -207,7 +213,7 @@ STORAGES = {
 }
 # <<< STORAGES <<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<
 
-# --- Celery (DESIGN.md §2: the database holds the truth, the broker is a wake-up call) --------
+# --- Celery: the database holds the truth, the broker only says which ids have work -------------
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
 CELERY_EMBEDDED_BROKER = CELERY_BROKER_URL.startswith("filesystem://")
@@ -281,12 +287,23 @@ CRAWL_READ_TIMEOUT = env.float("CRAWL_READ_TIMEOUT", default=20.0)
 CRAWL_TOTAL_TIMEOUT = env.float("CRAWL_TOTAL_TIMEOUT", default=60.0)
 CRAWL_MAX_REDIRECTS = env.int("CRAWL_MAX_REDIRECTS", default=5)
 CRAWL_MAX_LINKS_PER_PAGE = env.int("CRAWL_MAX_LINKS_PER_PAGE", default=5000)
+# Seconds one match of a user's regex (scope, media and extraction patterns) may take before it
+# counts as no match (crawl/patterns.py): a catastrophic pattern on a hostile page gives up.
+CRAWL_REGEX_TIMEOUT = env.float("CRAWL_REGEX_TIMEOUT", default=0.2)
+# What a new project's max_depth and max_pages_per_host start at, so a URL trap (an endless
+# /next/N chain, a calendar) ends on its own; a project raises or clears them. 0: no such default.
+CRAWL_DEFAULT_MAX_DEPTH = env.int("CRAWL_DEFAULT_MAX_DEPTH", default=50)
+CRAWL_DEFAULT_MAX_PAGES_PER_HOST = env.int("CRAWL_DEFAULT_MAX_PAGES_PER_HOST", default=100_000)
 CRAWL_ROBOTS_CACHE_SECONDS = env.int("CRAWL_ROBOTS_CACHE_SECONDS", default=24 * 3600)
 # Global switch for intranet deployments and tests; a project can also allow private networks.
 CRAWL_ALLOW_PRIVATE = env.bool("CRAWL_ALLOW_PRIVATE", default=False)
 # Non-public networks that are reachable anyway, as CIDRs (e.g. one intranet subnet); everything
-# else non-public stays refused.
+# else non-public stays refused. Link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10,
+# 100.100.100.200, fd00:ec2::254) are reachable only when named here, even with allow_private.
 CRAWL_ALLOWED_NETWORKS = env.list("CRAWL_ALLOWED_NETWORKS", default=[])
+# The crawler's own servers, host:port or URLs, refused even with allow_private. The database, the
+# broker and the storage endpoint are added to these from their own settings.
+CRAWL_REFUSED_SERVICES = env.list("CRAWL_REFUSED_SERVICES", default=["flower:5555", "localhost:5555"])
 # Python modules whose @register'ed spiders projects can name (scrape/spiders.py).
 CRAWL_SPIDER_MODULES = env.list("CRAWL_SPIDER_MODULES", default=["scrape.example_spiders"])
 CRAWL_DEFAULT_USER_AGENT = env.str(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from crawl.fetcher import ACCEPT_ENCODING, FetchLimits, classify_error, iter_capped
+from crawl.fetcher import ACCEPT_ENCODING, FetchLimits, check_egress_answer, classify_error, iter_capped
 
 MAX_HOPS = 5
 
@@ -56,6 +56,7 @@ async def _follow(client, url, headers, limits, sink, result: Download) -> None:
     headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
     for _ in range(MAX_HOPS + 1):
         async with client.stream("GET", url, headers=headers, timeout=timeout) as r:
+            check_egress_answer(client, r)
             result.status_code = r.status_code
             if r.is_redirect and "location" in r.headers:
                 url = str(r.url.join(r.headers["location"]))

@@ -101,7 +101,7 @@ async def _http_all(assets: list[MediaAsset], tmp: str) -> list[Download]:
     async def one(asset: MediaAsset) -> Download:
         rules = project_media_rules(asset.project)
         limits = replace(fetch_limits(), max_bytes=rules.max_bytes, total_timeout=settings.CRAWL_MEDIA_TOTAL_TIMEOUT)
-        client = runner.client(allow_private=allows_private(asset.project))
+        client = runner.client(allow_private=allows_private(asset.project), proxy=asset.project.proxy)
         async with gate:
             headers = {"User-Agent": user_agent_of(asset.project)}
             return await download(client, asset.url, headers=headers, limits=limits, tmp_dir=tmp)
@@ -116,6 +116,7 @@ def _run_other(asset: MediaAsset, rules: MediaRules, tmp: str) -> list[Download]
         "socket_timeout": settings.CRAWL_READ_TIMEOUT,
         "allow_private": allows_private(asset.project),
         "user_agent": user_agent_of(asset.project),
+        "proxy": asset.project.proxy,
     }
     if asset.downloader == "ytdlp":
         from .ytdlp import ytdlp_download  # yt-dlp is heavy to import: only where it is used

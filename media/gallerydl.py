@@ -1,7 +1,7 @@
 """gallery-dl as an optional subprocess with a fixed argument list (GPL: never imported, never a dependency).
 
-No Django here. Only the URL's own host passes the address check before the run: gallery-dl opens
-its own sockets, so the hosts it goes on to fetch from are not checked (keep it to public crawls).
+No Django here. gallery-dl opens its own sockets: its only proxy is a gate of crawl.egress for this
+run, which checks the address of every connection it makes, to every host, when it connects.
 """
 
 import mimetypes
@@ -9,12 +9,11 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 from urllib.parse import urlsplit
 
-from crawl.netguard import address_permitted
+from crawl.egress import gate
 from media.downloader import Download, file_sha256
 
 EXECUTABLE = "gallery-dl"
@@ -35,6 +34,7 @@ def gallerydl_download(
     socket_timeout: float,
     allow_private: bool,
     user_agent: str,
+    proxy: str = "",
     total_timeout: float = DEFAULT_TOTAL_TIMEOUT,
 ) -> list[Download]:
     """Run gallery-dl on url; never raises.
@@ -47,14 +47,16 @@ def gallerydl_download(
     executable = shutil.which(EXECUTABLE)
     if executable is None:
         return [_failed(url, "downloader_unavailable", f"{EXECUTABLE} is not installed")]
-    refusal = _address_refusal(url, allow_private)
-    if refusal:
-        return [_failed(url, *refusal)]
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+        return [_failed(url, "invalid_url", f"not an http(s) URL: {url[:200]}")]
     destination = ""
     try:
-        destination = tempfile.mkdtemp(dir=tmp_dir, prefix="gallerydl-")
-        command = _command(executable, url, destination, max_bytes, socket_timeout, user_agent)
-        returncode, stderr = _run(command, total_timeout)
+        with gate(allow_private=allow_private, upstream=proxy) as way_out:
+            destination = tempfile.mkdtemp(dir=tmp_dir, prefix="gallerydl-")
+            command = _command(executable, url, destination, max_bytes, socket_timeout, user_agent, way_out.url)
+            returncode, stderr = _run(command, total_timeout)
+        if returncode != 0 and way_out.refusals:
+            return [_failed(url, "blocked_address", way_out.refusals[0])]
         if returncode != 0:
             return [_failed(url, "gallerydl_error", f"gallery-dl exited with status {returncode}: {stderr}")]
         return _adopt_all(url, destination, tmp_dir, max_bytes)
@@ -67,7 +69,7 @@ def gallerydl_download(
             shutil.rmtree(destination, ignore_errors=True)
 
 
-def _command(executable, url, destination, max_bytes, socket_timeout, user_agent) -> list[str]:
+def _command(executable, url, destination, max_bytes, socket_timeout, user_agent, proxy) -> list[str]:
     # Fixed here only: no config file, no cookies, no post-processors, no state kept between runs.
     # .part files stay on (the default) so an interrupted download is never taken for a whole file.
     return [
@@ -84,6 +86,8 @@ def _command(executable, url, destination, max_bytes, socket_timeout, user_agent
         str(RETRIES),
         "--user-agent",
         user_agent,
+        "--proxy",
+        proxy,
         "--no-mtime",
         "--range",
         f"1-{MAX_FILES}",
@@ -98,6 +102,7 @@ def _run(command: list[str], timeout: float) -> tuple[int, str]:
     """Run in its own process group so a timeout kills gallery-dl and anything it started."""
     proc = subprocess.Popen(
         command,
+        env=child_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -112,6 +117,15 @@ def _run(command: list[str], timeout: float) -> tuple[int, str]:
         proc.communicate()
         raise
     return proc.returncode, _last_line(stderr)
+
+
+SECRET_NAMES = re.compile(r"SECRET|PASSWORD|TOKEN|_KEY|CREDENTIAL|DATABASE|BROKER|BASIC_AUTH|^AWS_|PROXY", re.I)
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a program we run on hostile input: ours without secrets (database,
+    broker and storage credentials) and without proxy settings (its only proxy is its gate)."""
+    return {k: v for k, v in os.environ.items() if not SECRET_NAMES.search(k)}
 
 
 def _produced_files(destination: str) -> list[str]:
@@ -157,20 +171,6 @@ def _adopt(url: str, path: str, destination: str, tmp_dir: str, max_bytes: int) 
         mime=mimetypes.guess_type(final)[0] or "application/octet-stream",
         metadata={"relative_path": relative},
     )
-
-
-def _address_refusal(url: str, allow_private: bool) -> tuple[str, str] | None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "invalid_url", f"not an http(s) URL: {url[:200]}"
-    try:
-        infos = socket.getaddrinfo(parts.hostname, None, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        return "dns_error", f"cannot resolve {parts.hostname}: {exc.strerror}"
-    refused = sorted(info[4][0] for info in infos if not address_permitted(info[4][0]))
-    if refused and not allow_private:
-        return "blocked_address", f"{parts.hostname} resolves to non-public address {refused[0]}"
-    return None
 
 
 def _failed(url: str, error_code: str, error_message: str) -> Download:

@@ -1,8 +1,9 @@
 """A project's media rules: which references become downloads, and with which downloader. Pure."""
 
-import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from crawl.patterns import UserPattern
 
 STREAM_EXTENSIONS = (".m3u8", ".mpd")
 
@@ -14,8 +15,8 @@ class MediaRules:
     mime_types: tuple[str, ...] = ()
     max_bytes: int = 200 * 1024 * 1024
     any_host: bool = False
-    page_patterns: tuple[re.Pattern, ...] = ()
-    gallery_patterns: tuple[re.Pattern, ...] = ()
+    page_patterns: tuple[UserPattern, ...] = ()  # matched with a time limit (crawl/patterns.py)
+    gallery_patterns: tuple[UserPattern, ...] = ()
 
     @classmethod
     def build(cls, *, kinds, extensions=(), mime_types=(), page_patterns=(), gallery_patterns=(), **rest):
@@ -23,8 +24,8 @@ class MediaRules:
             kinds=frozenset(k.strip().lower() for k in kinds if k.strip()),
             extensions=tuple("." + e.strip().lower().lstrip(".") for e in extensions if e.strip()),
             mime_types=tuple(m.strip().lower() for m in mime_types if m.strip()),
-            page_patterns=tuple(re.compile(p) for p in page_patterns),
-            gallery_patterns=tuple(re.compile(p) for p in gallery_patterns),
+            page_patterns=tuple(UserPattern(p) for p in page_patterns),
+            gallery_patterns=tuple(UserPattern(p) for p in gallery_patterns),
             **rest,
         )
 

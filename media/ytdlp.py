@@ -1,7 +1,9 @@
-"""yt-dlp as a library: options fixed here, every target host checked, one output file per call.
+"""yt-dlp as a library: options fixed here, every connection through the egress gate, one output file per call.
 
-No Django here. yt-dlp opens its own sockets, so the page host, every request it makes and the URLs
-of the chosen format pass crawl.netguard's address check before any media bytes flow.
+No Django here. yt-dlp opens its own sockets: its only proxy is a gate of crawl.egress for this
+call, which checks the address of every connection it makes (pages, redirects, formats, fragments)
+when it connects, and goes on through the project's proxy if it has one. ffmpeg and other external
+downloaders would open sockets of their own: only yt-dlp's native protocols are downloaded.
 """
 
 import logging
@@ -10,20 +12,19 @@ import mimetypes
 import os
 import re
 import shutil
-import socket
 import tempfile
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import yt_dlp
 
-from crawl.netguard import address_permitted
+from crawl.egress import gate
 from media.downloader import Download, file_sha256
 
 log = logging.getLogger(__name__)
 
 RETRIES = 2
-# Downloaded by yt-dlp's own code through YoutubeDL.urlopen (so through our guard); ffmpeg, rtmpdump
-# and friends would open sockets we never see.
+# Downloaded by yt-dlp's own code (so through its proxy, the gate); ffmpeg, rtmpdump and friends
+# would open sockets of their own.
 NATIVE_PROTOCOLS = frozenset({"http", "https", "m3u8", "m3u8_native", "http_dash_segments"})
 METADATA_KEYS = ("title", "duration", "format_id", "ext", "extractor", "width", "height", "webpage_url")
 JSON_SCALARS = (str, int, float, bool)
@@ -35,47 +36,6 @@ class Refused(Exception):
     def __init__(self, error_code: str, message: str):
         super().__init__(message)
         self.error_code = error_code
-
-
-class HostGuard:
-    """Resolves each host once per call; refuses non-public addresses unless allow_private."""
-
-    def __init__(self, *, allow_private: bool):
-        self.allow_private = allow_private
-        self._resolved: set[str] = set()
-
-    def check(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise Refused("invalid_url", f"not an http(s) URL: {url[:200]}")
-        host = parts.hostname
-        if host in self._resolved:
-            return
-        try:
-            addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
-        except socket.gaierror as exc:
-            raise Refused("dns_error", f"cannot resolve {host}: {exc.strerror}") from None
-        refused = sorted(a for a in addresses if not address_permitted(a))
-        if refused and not self.allow_private:
-            raise Refused("blocked_address", f"{host} resolves to non-public address {refused[0]}")
-        self._resolved.add(host)
-
-
-class GuardedYoutubeDL(yt_dlp.YoutubeDL):
-    """Every request yt-dlp makes (extractors, downloads, fragments) passes the guard first; a
-    redirect to a refused host is caught on the response (its request has been sent by then)."""
-
-    guard: HostGuard
-
-    def urlopen(self, req):
-        self.guard.check(req if isinstance(req, str) else req.url)
-        response = super().urlopen(req)
-        try:
-            self.guard.check(response.url)
-        except Refused:
-            response.close()
-            raise
-        return response
 
 
 class ByteCap:
@@ -118,23 +78,36 @@ class YtdlpLogger:
 
 
 def ytdlp_download(
-    url: str, *, tmp_dir: str, max_bytes: int, socket_timeout: float, allow_private: bool, user_agent: str
+    url: str,
+    *,
+    tmp_dir: str,
+    max_bytes: int,
+    socket_timeout: float,
+    allow_private: bool,
+    user_agent: str,
+    proxy: str = "",
 ) -> Download:
     """Download the one video behind url; never raises.
 
     On success `path` is a file directly under tmp_dir (`ytdlp-*.<ext>`) and nothing else is left
-    behind, so Download.discard() cleans up completely. On failure nothing is left at all.
+    behind, so Download.discard() cleans up completely. On failure nothing is left at all; a failure
+    after the gate refused a connection is blocked_address, whatever yt-dlp made of the refusal.
     """
     result, work_dir = Download(url=url), ""
     try:
-        guard = HostGuard(allow_private=allow_private)
-        guard.check(url)
-        work_dir = tempfile.mkdtemp(dir=tmp_dir, prefix="ytdlp-")
-        logger = YtdlpLogger()
-        params = _params(work_dir, max_bytes, socket_timeout, user_agent, logger)
-        info = _run(url, params, guard)
-        output = _output_path(info, work_dir, max_bytes, logger)
-        _adopt(result, output, info, tmp_dir, max_bytes)
+        _check_url(url)
+        with gate(allow_private=allow_private, upstream=proxy) as way_out:
+            try:
+                work_dir = tempfile.mkdtemp(dir=tmp_dir, prefix="ytdlp-")
+                logger = YtdlpLogger()
+                params = _params(work_dir, max_bytes, socket_timeout, user_agent, logger) | {"proxy": way_out.url}
+                info = _run(url, params)
+                output = _output_path(info, work_dir, max_bytes, logger)
+                _adopt(result, output, info, tmp_dir, max_bytes)
+            except Exception as exc:
+                if way_out.refusals:  # what yt-dlp saw was the gate's 403: say what it was
+                    raise Refused("blocked_address", way_out.refusals[0]) from exc
+                raise
     except Exception as exc:
         result.error_code, result.error_message = _classify(exc)
         result.discard()
@@ -142,6 +115,12 @@ def ytdlp_download(
         if work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
     return result
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Refused("invalid_url", f"not an http(s) URL: {url[:200]}")
 
 
 def _params(work_dir: str, max_bytes: int, socket_timeout: float, user_agent: str, logger) -> dict:
@@ -181,12 +160,11 @@ def _format_spec() -> str:
     return "best[vcodec!=none][acodec!=none]/best"
 
 
-def _run(url: str, params: dict, guard: HostGuard) -> dict:
-    with GuardedYoutubeDL(params) as ydl:
-        ydl.guard = guard
+def _run(url: str, params: dict) -> dict:
+    with yt_dlp.YoutubeDL(params) as ydl:
         info = _single_video(ydl.extract_info(url, download=False))
         chosen = info.get("requested_formats") or [info]
-        _check_formats(chosen, guard)
+        _check_formats(chosen)
         ids = {f.get("format_id") for f in chosen}
         # The download pass re-runs format selection: let it choose only among checked formats.
         info["formats"] = [f for f in info.get("formats") or [info] if f.get("format_id") in ids]
@@ -204,21 +182,10 @@ def _single_video(info: dict) -> dict:
     return info
 
 
-def _check_formats(formats: list[dict], guard: HostGuard) -> None:
+def _check_formats(formats: list[dict]) -> None:
     for fmt in formats:
         if fmt.get("protocol") not in NATIVE_PROTOCOLS:
             raise Refused("ytdlp_error", f"protocol {fmt.get('protocol')!r} is not downloaded")
-        for target in _format_urls(fmt):
-            guard.check(target)
-
-
-def _format_urls(fmt: dict) -> list[str]:
-    base = fmt.get("fragment_base_url") or fmt.get("url") or ""
-    urls = [fmt.get("url"), fmt.get("manifest_url"), fmt.get("fragment_base_url")]
-    fragments = fmt.get("fragments")
-    if isinstance(fragments, list):
-        urls += [frag.get("url") or urljoin(base, frag.get("path") or "") for frag in fragments]
-    return [u for u in urls if isinstance(u, str) and u]
 
 
 def _output_path(info: dict, work_dir: str, max_bytes: int, logger: YtdlpLogger) -> str:

@@ -121,7 +121,8 @@ def _fetch(project: Project, page: Page) -> tuple[FetchResponse, dict]:
     as in the crawl, navigates with GET), else build_request through the guarded client."""
     private, agent = allows_private(project), user_agent_of(project)
     if project.render_js:
-        return render_page(page.url, allow_private=private, user_agent=agent), {"method": "GET", "rendered": True}
+        rendered = render_page(page.url, allow_private=private, user_agent=agent, proxy=project.proxy)
+        return rendered, {"method": "GET", "rendered": True}
     request = build_request(project, page)
     client = runner.client(allow_private=private, proxy=project.proxy)
     limits = fetch_limits()
@@ -136,7 +137,9 @@ def _robots(project: Project, url: str) -> str:
     if not project.obey_robots:
         return "not obeyed by this project"
     agent = user_agent_of(project)
-    policy = robots_policies({origin_of(url)}, allow_private=allows_private(project), user_agent=agent)[origin_of(url)]
+    policy = robots_policies(
+        {origin_of(url)}, allow_private=allows_private(project), user_agent=agent, proxy=project.proxy
+    )[origin_of(url)]
     return "allowed" if policy.allows(url, agent) else "refused: " + policy.refusal()[1]
 
 
@@ -294,7 +297,7 @@ def _robots_fates(project: Project, wanted: dict[str, tuple[str, str]]) -> dict[
         return {}
     agent = user_agent_of(project)
     origins = {origin_of(canonical) for canonical, _ in wanted.values()}
-    policies = robots_policies(origins, allow_private=allows_private(project), user_agent=agent)
+    policies = robots_policies(origins, allow_private=allows_private(project), user_agent=agent, proxy=project.proxy)
     fates = {}
     for url, (canonical, _) in wanted.items():
         policy = policies[origin_of(canonical)]

@@ -23,6 +23,7 @@ import lxml.cssselect
 import lxml.etree
 import lxml.html
 
+from crawl.patterns import NESTED_REPEATS, UserPattern, compile_error, nests_repeats
 from scrape.extractors import absolute_http_url
 
 SPEC_KEYS = frozenset(
@@ -56,7 +57,7 @@ class FieldRule:
     name: str
     selector: lxml.etree.XPath
     attr: str = "text"
-    regex: re.Pattern | None = None
+    regex: UserPattern | None = None  # every regex of a rule set is matched with a time limit
     type: str = "str"
     many: bool = False
     absolute: bool = False
@@ -75,13 +76,13 @@ class RuleResult:
 class CompiledRules:
     name: str  # its items are of kind rule:<name>: the spec's "name" if it has one, else the rule set's
     version: str
-    url_patterns: tuple[re.Pattern, ...] = ()
+    url_patterns: tuple[UserPattern, ...] = ()
     item_selector: lxml.etree.XPath | None = None
     fields: tuple[FieldRule, ...] = ()
     required: tuple[str, ...] = ()
-    follow_patterns: tuple[re.Pattern, ...] = ()
-    deny_patterns: tuple[re.Pattern, ...] = ()
-    id_regex: re.Pattern | None = None
+    follow_patterns: tuple[UserPattern, ...] = ()
+    deny_patterns: tuple[UserPattern, ...] = ()
+    id_regex: UserPattern | None = None
     download_url_fmt: str = ""
     priority: int = 0  # of the links this rule set follows: higher is fetched sooner
 
@@ -266,14 +267,15 @@ def _bool(where: str, value: Any) -> bool:
     return value
 
 
-def _regex(where: str, pattern: Any) -> re.Pattern:
-    try:
-        return re.compile(_string(where, pattern))
-    except re.error as exc:
-        raise RuleError(f"{where}: invalid regular expression {pattern!r}: {exc}") from exc
+def _regex(where: str, pattern: Any) -> UserPattern:
+    if error := compile_error(_string(where, pattern)):
+        raise RuleError(f"{where}: invalid regular expression {pattern!r}: {error}")
+    if nests_repeats(pattern):
+        raise RuleError(f"{where}: {pattern!r} {NESTED_REPEATS}")
+    return UserPattern(pattern)
 
 
-def _regexes(where: str, patterns: Any) -> tuple[re.Pattern, ...]:
+def _regexes(where: str, patterns: Any) -> tuple[UserPattern, ...]:
     return tuple(_regex(f"{where}[{i}]", pattern) for i, pattern in enumerate(_strings(where, patterns)))
 
 
@@ -340,8 +342,11 @@ def _field_value(rule: FieldRule, element, base: str) -> tuple[Any, list[str]]:
         found = rule.selector(element)
     except lxml.etree.XPathError as exc:
         return ([] if rule.many else None), [f"{rule.name}: selector failed: {exc}"]
+    timeouts = rule.regex.timeouts if rule.regex else 0
     raws = [raw for raw in (_refine(rule, text, base) for text in match_texts(found, rule.attr)) if raw]
     values, errors = [], []
+    if rule.regex and (rule.regex.timeouts > timeouts or rule.regex.given_up):
+        errors.append(f"{rule.name}: regex {rule.regex.pattern!r} timed out (catastrophic backtracking): no match")
     for raw in raws if rule.many else raws[:1]:
         try:
             values.append(_convert(raw, rule.type))
@@ -383,7 +388,7 @@ def _refine(rule: FieldRule, text: str, base: str) -> str | None:
     return text or None
 
 
-def _matched(regex: re.Pattern, match: re.Match) -> str:
+def _matched(regex: UserPattern, match) -> str:
     return (match.group(1) if regex.groups else match.group(0)) or ""
 
 

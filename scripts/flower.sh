@@ -3,6 +3,8 @@
 # refuses to start without FLOWER_BASIC_AUTH=user:password (several: user1:pw1,user2:pw2).
 # FLOWER_ADDRESS (default 127.0.0.1) and FLOWER_PORT (default 5555) choose where it listens;
 # PYTHON picks the interpreter (default: python on PATH). Extra arguments go to flower.
+# The credentials stay in the environment, where Flower reads FLOWER_BASIC_AUTH itself: a command line
+# is visible to every user of the machine (ps, /proc/PID/cmdline).
 set -euo pipefail
 
 auth="${FLOWER_BASIC_AUTH:-}"
@@ -11,7 +13,6 @@ if [ -z "$auth" ] || [[ "$auth" != *:* ]]; then
   exit 2
 fi
 exec "${PYTHON:-python}" -m celery -A crawlproject flower \
-  --basic-auth="$auth" \
   --address="${FLOWER_ADDRESS:-127.0.0.1}" \
   --port="${FLOWER_PORT:-5555}" \
   "$@"

@@ -90,3 +90,21 @@ def test_it_refuses_to_start_without_a_required_setting(env_dir):
     done = compose(env_dir, "config", "--services")
     assert done.returncode != 0
     assert "set DJANGO_SECRET_KEY in .env" in done.stderr
+
+
+def test_it_publishes_every_port_on_loopback_only(env_dir):
+    services = yaml.safe_load(compose(env_dir, "config").stdout)["services"]
+    published = {name: service["ports"] for name, service in services.items() if service.get("ports")}
+    assert sorted(published) == ["flower", "minio", "web"]
+    for name, ports in published.items():
+        for port in ports:
+            text = port if isinstance(port, str) else f"{port.get('host_ip', '')}:{port['published']}"
+            assert text.startswith("127.0.0.1:"), (name, port)
+
+
+def test_it_keeps_flowers_credentials_off_its_command_line(env_dir):
+    flower = yaml.safe_load(compose(env_dir, "config").stdout)["services"]["flower"]
+    assert flower["environment"]["FLOWER_BASIC_AUTH"] == example_values()["FLOWER_BASIC_AUTH"]
+    assert "basic" not in " ".join(flower["command"]).lower()
+    script = (BASE_DIR / "scripts" / "flower.sh").read_text()
+    assert "--basic-auth" not in script and "--basic_auth" not in script

@@ -24,11 +24,11 @@ MB = 1024 * 1024
 
 
 class LoopbackServer:
-    """Accepts on 127.0.0.1 and hands each connection to `reply(conn, server)` in its own thread."""
+    """Accepts on 127.0.0.1 (or host) and hands each connection to `reply(conn, server)` in its own thread."""
 
-    def __init__(self, reply):
-        self.reply = reply
-        self.listener = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, reply, host: str = "127.0.0.1"):
+        self.reply, self.host = reply, host
+        self.listener = socket.create_server((host, 0))
         self.listener.settimeout(0.05)
         self.port = self.listener.getsockname()[1]
         self.accepted = 0
@@ -37,7 +37,7 @@ class LoopbackServer:
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     def __enter__(self) -> "LoopbackServer":
         self._thread.start()

@@ -166,6 +166,7 @@ def test_it_refuses_seeds_with_a_clear_reason():
     assert "non-public address" in seed_problem("http://127.0.0.1:8000/", allow_private=False)
     assert "non-public address" in seed_problem("http://localhost/", allow_private=False)
     assert seed_problem("http://127.0.0.1:8000/", allow_private=True) is None
+    assert "metadata" in seed_problem("http://169.254.169.254/latest/", allow_private=True)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -8,8 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
+from crawl.netguard import allow_networks
 from media.gallerydl import gallerydl_available, gallerydl_download
+from tests.hostile import Victim
+from tests.test_fetcher import LoopbackServer, answer
 
 URL = "http://127.0.0.1:9/gallery/1"
 FAKE = """#!{python}
@@ -17,6 +21,8 @@ import json, os, sys, time
 args = sys.argv[1:]
 with open(os.environ["FAKE_GDL_ARGV"], "w") as f:
     json.dump(args, f)
+with open(os.environ["FAKE_GDL_ARGV"] + ".env", "w") as f:
+    json.dump(sorted(os.environ), f)
 dest = os.path.join(args[args.index("--destination") + 1], "fake", "gallery")
 os.makedirs(dest)
 def write(name, data):
@@ -35,6 +41,16 @@ elif mode == "fail":
 elif mode == "hang":
     write("01.jpg", b"a" * 100)
     time.sleep(60)
+elif mode == "fetch":  # like the real one: every URL it is told to get, through its --proxy
+    import urllib.request
+    proxy = args[args.index("--proxy") + 1]
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({{"http": proxy, "https": proxy}}))
+    for url in [args[-1], *os.environ.get("FAKE_GDL_MORE", "").split()]:
+        try:
+            write(url.rsplit("/", 1)[-1] + ".jpg", opener.open(url, timeout=5).read())
+        except Exception as exc:
+            print("[gallery-dl][error] " + str(exc), file=sys.stderr)
+            sys.exit(1)
 """
 
 
@@ -105,8 +121,11 @@ def test_it_hashes_each_file_and_refuses_oversized_ones(fake_gallerydl, tmp_dir)
     assert os.listdir(tmp_dir) == []
 
 
-def test_it_runs_gallerydl_with_fixed_arguments(fake_gallerydl, tmp_dir):
+def test_it_runs_gallerydl_with_fixed_arguments(fake_gallerydl, tmp_dir, monkeypatch):
     argv_file = fake_gallerydl("files")
+    monkeypatch.setenv("DATABASE_URL", "postgres://crawlhub:hunter2@db/crawlhub")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter3")
+    monkeypatch.setenv("NO_PROXY", "*")
 
     run(tmp_dir)
 
@@ -115,7 +134,10 @@ def test_it_runs_gallerydl_with_fixed_arguments(fake_gallerydl, tmp_dir):
     assert args[args.index("--filesize-max") + 1] == "1000"
     assert args[args.index("--http-timeout") + 1] == "7.5"
     assert args[args.index("--user-agent") + 1] == "crawlhub-test/1.0"
+    assert args[args.index("--proxy") + 1].startswith("http://127.0.0.1:")  # its egress gate
     assert args[-2:] == ["--", URL]
+    seen_env = json.loads(Path(f"{argv_file}.env").read_text())
+    assert "PATH" in seen_env and not {"DATABASE_URL", "AWS_SECRET_ACCESS_KEY", "NO_PROXY"} & set(seen_env)
 
 
 def test_it_reports_a_failed_run_and_leaves_nothing(fake_gallerydl, tmp_dir):
@@ -139,11 +161,28 @@ def test_it_kills_a_hung_run(fake_gallerydl, tmp_dir):
     assert os.listdir(tmp_dir) == []
 
 
-def test_it_refuses_private_addresses_without_running(fake_gallerydl, tmp_dir):
-    argv_file = fake_gallerydl("files")
-
-    [result] = run(tmp_dir, allow_private=False)
-
+def test_every_host_it_fetches_from_passes_the_gate(fake_gallerydl, tmp_dir, monkeypatch):
+    """The first host is public (127.0.0.2, an allowed network here); the second is a loopback
+    victim: the gate refuses it, and the victim's own count shows no connection reached it."""
+    fake_gallerydl("fetch")
+    victim = Victim()
+    allow_networks(["127.0.0.2/32"])
+    try:
+        with LoopbackServer(answer(body=b"image bytes"), host="127.0.0.2") as public:
+            monkeypatch.setenv("FAKE_GDL_MORE", f"http://127.0.0.1:{victim.port}/secret")
+            [result] = gallerydl_download(
+                public.url("/first"),
+                tmp_dir=tmp_dir,
+                max_bytes=1000,
+                socket_timeout=5,
+                allow_private=False,
+                user_agent="crawlhub-test/1.0",
+            )
+            assert public.accepted == 1
+    finally:
+        allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
+        victim.close()
     assert result.error_code == "blocked_address"
-    assert not argv_file.exists()
+    assert "127.0.0.1" in result.error_message
+    assert victim.accepted == 0
     assert os.listdir(tmp_dir) == []

@@ -1,4 +1,4 @@
-"""crawl.render against real HTTP servers on 127.0.0.1, driving Debian's chromium."""
+"""crawl.render against real HTTP servers on loopback, driving Debian's chromium."""
 
 import contextlib
 import os
@@ -8,11 +8,12 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from django.conf import settings
 
+from crawl import netguard
 from crawl.render import Renderer
 
 pytestmark = pytest.mark.skipif(
@@ -29,17 +30,17 @@ class CountingServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, routes: dict):
+    def __init__(self, routes: dict, host: str = "127.0.0.1", port: int = 0):
         self.routes, self.connections, self.paths = routes, 0, []
         self.release = threading.Event()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__((host, port), _Handler)
 
     @property
     def port(self) -> int:
         return self.server_address[1]
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.server_address[0]}:{self.port}{path}"
 
     def get_request(self):
         request = super().get_request()
@@ -67,8 +68,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serve(routes: dict) -> Iterator[CountingServer]:
-    server = CountingServer(routes)
+def serve(routes: dict, host: str = "127.0.0.1", port: int = 0) -> Iterator[CountingServer]:
+    server = CountingServer(routes, host, port)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server
@@ -80,6 +81,14 @@ def serve(routes: dict) -> Iterator[CountingServer]:
 
 def page(html: str) -> tuple:
     return 200, HTML, html.encode()
+
+
+@pytest.fixture
+def public_host():
+    """127.0.0.2 stands for the public internet (an allowed network); 127.0.0.1 stays private."""
+    netguard.allow_networks(["127.0.0.2/32"])
+    yield "127.0.0.2"
+    netguard.allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +118,7 @@ def test_it_renders_links_that_scripts_insert(renderer):
     assert '<a href="/js-link">' not in plain.text
 
 
-def test_it_guards_every_request_the_page_makes(renderer):
+def test_it_guards_every_request_the_page_makes(renderer, public_host):
     with serve({"/x": page("<p>B</p>")}) as b:
         page_on_a = f"""<p>A</p>
             <img src="{b.url("/img.png")}"><img src="/bounce"><iframe src="{b.url("/x")}"></iframe>
@@ -119,18 +128,19 @@ def test_it_guards_every_request_the_page_makes(renderer):
               new Worker(URL.createObjectURL(new Blob(['fetch("{b.url("/worker")}").catch(() => 0)'])));
             </script>"""
         routes = {"/": page(page_on_a), "/bounce": (302, {"Location": b.url("/x")}, b"")}
-        with serve(routes) as a:
-            rendered = render(renderer, a.url(), guard=lambda url: urlsplit(url).port == a.port)
+        with serve(routes, public_host) as a:
+            rendered = render(renderer, a.url(), allow_private=False)
         assert rendered.error_code == "", rendered.error_message
         assert b"<p>A</p>" in rendered.body
         assert "/bounce" in a.paths  # the redirect hop was refused, not the first request
         assert (b.connections, b.paths) == (0, [])
 
 
-def test_it_refuses_a_redirect_of_the_page_to_a_blocked_address(renderer):
-    with serve({"/x": page("<p>B</p>")}) as b, serve({"/r": (302, {"Location": b.url("/x")}, b"")}) as a:
-        rendered = render(renderer, a.url("/r"), guard=lambda url: urlsplit(url).port == a.port)
+def test_it_refuses_a_redirect_of_the_page_to_a_blocked_address(renderer, public_host):
+    with serve({"/x": page("<p>B</p>")}) as b, serve({"/r": (302, {"Location": b.url("/x")}, b"")}, public_host) as a:
+        rendered = render(renderer, a.url("/r"), allow_private=False)
     assert rendered.error_code == "blocked_address", rendered.error_message
+    assert "127.0.0.1" in rendered.error_message
     assert (a.paths, b.connections) == (["/r"], 0)
 
 

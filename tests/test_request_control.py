@@ -5,8 +5,10 @@ import socket
 import threading
 
 import pytest
+from django.conf import settings
 
 from crawl.models import Page, Seed
+from crawl.netguard import allow_networks
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
 
@@ -84,9 +86,18 @@ def test_it_sends_the_projects_and_the_seeds_own_request_settings(db, recorder):
 
 
 def test_it_sends_requests_through_the_projects_proxy(db, recorder):
-    project = project_get_or_create(name="proxied", obey_robots=False, proxy=f"http://127.0.0.1:{recorder.port}")
-    ids = seeds_add(project=project, urls=["http://example.test/page.html"])  # a name only the proxy knows
-    assert pages_fetch(page_ids=ids) == ids
+    """The egress gate resolves and checks the target, then asks the project's proxy for the
+    checked address (127.0.0.2 stands for a public one here); the Host header keeps the name."""
+    allow_networks(["127.0.0.2/32"])
+    try:
+        project = project_get_or_create(name="proxied", obey_robots=False, proxy=f"http://127.0.0.1:{recorder.port}")
+        ids = seeds_add(project=project, urls=["http://127.0.0.2:9/page.html"])
+        assert pages_fetch(page_ids=ids) == ids
+        doomed = seeds_add(project=project, urls=["http://example.test/page.html"])  # a name only a proxy knows
+        pages_fetch(page_ids=doomed)
+    finally:
+        allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
     (request,) = recorder.requests
-    assert request["line"] == "GET http://example.test/page.html HTTP/1.1", "absolute-form: a forward proxy request"
+    assert request["line"] == "GET http://127.0.0.2:9/page.html HTTP/1.1", "absolute-form: a forward proxy request"
     assert Page.objects.get(id=ids[0]).status_code == 200
+    assert Page.objects.get(id=doomed[0]).error_code == "dns_error"  # unchecked names are never handed on

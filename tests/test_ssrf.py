@@ -12,6 +12,7 @@ from media.models import MediaAsset
 from tests.conftest import last_json_line, run_manage
 from tests.hostile import Victim
 from tests.ledger import path_of
+from tests.proxy import ForwardProxy
 from tests.site import Site, SiteServer
 
 pytestmark = pytest.mark.integration
@@ -43,9 +44,13 @@ def site_pointing_at(victim: str) -> Site:
     return site
 
 
-def test_no_route_reaches_a_loopback_server_while_the_guard_is_on(workers, worker_env):
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "through-a-project-proxy"])
+def test_no_route_reaches_a_loopback_server_while_the_guard_is_on(workers, worker_env, proxied):
+    """Through a project proxy too: the proxy (with credentials) carries the site's own requests
+    and is never asked for the victim."""
     victim = Victim()
     port = victim.port
+    proxy = ForwardProxy(username="crawler", password="s3cret") if proxied else None
     env = worker_env | {"CRAWL_ALLOWED_NETWORKS": "127.0.0.2/32"}
     forms = [
         f"http://127.0.0.1:{port}/",
@@ -57,7 +62,12 @@ def test_no_route_reaches_a_loopback_server_while_the_guard_is_on(workers, worke
     ]
     try:
         with AllowedSiteServer(site_pointing_at(f"http://127.0.0.1:{port}")) as site:
-            project_get_or_create(name="ssrf", media_any_host=True, media_page_patterns=r"/video\.html$")
+            project_get_or_create(
+                name="ssrf",
+                media_any_host=True,
+                media_page_patterns=r"/video\.html$",
+                proxy=proxy.url(credentials="crawler:s3cret") if proxy else "",
+            )
             workers.env = env
             for stage in ("fetch", "extract", "download"):
                 workers.start(stage, stage)
@@ -81,7 +91,12 @@ def test_no_route_reaches_a_loopback_server_while_the_guard_is_on(workers, worke
             summary = last_json_line(done.stdout)
     finally:
         victim.close()
+        if proxy:
+            proxy.close()
     assert victim.accepted == 0, "a connection reached the loopback server"
+    if proxy:
+        assert proxy.requests and all(f"127.0.0.2:{site.port}" in target for _, target, _ in proxy.requests)
+        assert all(auth for _, _, auth in proxy.requests)
     pages = {p.url: p for p in Page.objects.filter(project__slug="ssrf")}
     blocked = {u for u, p in pages.items() if p.error_code == "blocked_address"}
     assert {path_of(u) for u in blocked} == {"/", "/secret"} and len(blocked) >= 5, blocked

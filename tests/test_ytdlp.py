@@ -11,8 +11,10 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
-from media.ytdlp import HostGuard, Refused, _check_formats, ytdlp_download
+from crawl import netguard
+from media.ytdlp import Refused, _check_formats, ytdlp_download
 
 UA = "crawlhub-test/1.0"
 VIDEO_PAGE = (
@@ -189,20 +191,82 @@ def test_it_refuses_non_http_urls(tmp_dir):
     assert os.listdir(tmp_dir) == []
 
 
-@pytest.mark.parametrize(
-    "fmt",
-    [
-        {"protocol": "https", "url": "http://10.0.0.1/v.mp4"},
-        {"protocol": "m3u8_native", "url": "http://1.1.1.1/a.m3u8", "manifest_url": "http://[::ffff:127.0.0.1]/m"},
-        {"protocol": "http_dash_segments", "url": "", "fragment_base_url": "http://169.254.169.254/", "fragments": []},
-    ],
-)
-def test_it_refuses_formats_on_private_hosts(fmt):
-    with pytest.raises(Refused) as refused:
-        _check_formats([fmt], HostGuard(allow_private=False))
-    assert refused.value.error_code == "blocked_address"
-
-
 def test_it_refuses_protocols_that_external_programs_fetch():
     with pytest.raises(Refused, match="protocol 'rtmp'"):
-        _check_formats([{"protocol": "rtmp", "url": "rtmp://192.0.2.1/live"}], HostGuard(allow_private=True))
+        _check_formats([{"protocol": "rtmp", "url": "rtmp://192.0.2.1/live"}])
+
+
+def serve(root: Path, host: str, port: int = 0, redirects: dict | None = None) -> ThreadingHTTPServer:
+    """media_root on host:port; `redirects` maps paths to Location values."""
+    requests: list[str] = []
+
+    class Handler(CountingHandler):
+        def do_GET(self):
+            if redirects and self.path in redirects:
+                self.requests.append(self.path)
+                self.send_response(302)
+                self.send_header("Location", redirects[self.path])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            super().do_GET()
+
+    Handler.requests = requests
+    server = ThreadingHTTPServer((host, port), functools.partial(Handler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.requests = requests
+    return server
+
+
+@pytest.fixture
+def public_host():
+    """127.0.0.2 stands for the public internet (an allowed network, as an operator would allow one)."""
+    netguard.allow_networks(["127.0.0.2/32"])
+    yield "127.0.0.2"
+    netguard.allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
+
+
+@needs_ffmpeg
+def test_a_redirect_to_a_private_address_never_reaches_it(media_server, media_root, public_host, tmp_dir):
+    secret = f"{media_server.base_url}/clip.mp4"  # the private server would serve a real video
+    public = serve(media_root, public_host, redirects={"/video.mp4": secret})
+    try:
+        result = fetch(f"http://{public_host}:{public.server_port}/video.mp4", tmp_dir, allow_private=False)
+    finally:
+        public.shutdown()
+        public.server_close()
+
+    assert public.requests == ["/video.mp4"]
+    assert result.error_code == "blocked_address", result.error_message
+    assert media_server.requests == []  # the private server's own log: not one request
+    assert os.listdir(tmp_dir) == []
+
+
+@needs_ffmpeg
+def test_a_rebinding_name_never_reaches_the_private_address(media_root, public_host, tmp_dir, monkeypatch):
+    """rebind.test answers a public address once, then a loopback one, where a server listens on
+    the same port: yt-dlp asks the gate for every connection, and the gate resolves and checks
+    each one, so the second answer is refused instead of connected to."""
+    victim = serve(media_root, "127.0.0.1")
+    public = serve(media_root, public_host, victim.server_port)
+    answers = iter([public_host])
+
+    def rebinding(host, port):
+        if host == "rebind.test":
+            return [next(answers, "127.0.0.1")]
+        return netguard_getaddrinfo(host, port)
+
+    netguard_getaddrinfo = netguard.getaddrinfo
+    monkeypatch.setattr(netguard, "getaddrinfo", rebinding)
+    try:
+        result = fetch(f"http://rebind.test:{victim.server_port}/page.html", tmp_dir, allow_private=False)
+    finally:
+        for server in (public, victim):
+            server.shutdown()
+            server.server_close()
+
+    assert public.requests == ["/page.html"]
+    assert result.error_code == "blocked_address", result.error_message
+    assert "127.0.0.1" in result.error_message
+    assert victim.requests == []
+    assert os.listdir(tmp_dir) == []

@@ -198,15 +198,41 @@ def within_budget(project: Project, rows: list[Page]) -> list[Page]:
     return rows[: max(0, room)]
 
 
+HOST_COUNT_SECONDS = 60.0
+HOST_COUNT_ENTRIES = 10_000
+_HOST_COUNTS: dict[tuple[int, str], tuple[float, int]] = {}  # (project, host) -> (counted at, rows)
+
+
 def within_host_budgets(project: Project, rows: list[Page]) -> list[Page]:
-    hosts = {r.host for r in rows}
-    counts = Page.objects.filter(project=project, host__in=hosts).values_list("host").annotate(n=Count("id"))
-    room = {h: project.max_pages_per_host for h in hosts} | {h: project.max_pages_per_host - n for h, n in counts}
+    """The rows whose host still has room under max_pages_per_host. A host's count is read from
+    the database when it may be near the cap; far below it (under half, counted in the last
+    minute, plus what this process added since), no query is made, so the default cap costs a
+    discovery batch nothing on ordinary hosts."""
+    cap, now = project.max_pages_per_host, time.monotonic()
+    wanted = defaultdict(int)
+    for row in rows:
+        wanted[row.host] += 1
+    counts = {}
+    for host, n in wanted.items():
+        counted = _HOST_COUNTS.get((project.id, host))
+        if counted and now - counted[0] < HOST_COUNT_SECONDS and counted[1] + n < cap // 2:
+            counts[host] = counted[1]
+    unknown = wanted.keys() - counts.keys()
+    if unknown:
+        if len(_HOST_COUNTS) > HOST_COUNT_ENTRIES:
+            _HOST_COUNTS.clear()
+        query = Page.objects.filter(project=project, host__in=unknown).values_list("host").annotate(n=Count("id"))
+        fresh = dict(query)
+        for host in unknown:
+            counts[host] = fresh.get(host, 0)
+            _HOST_COUNTS[(project.id, host)] = (now, counts[host])
     kept = []
     for row in rows:
-        if room[row.host] > 0:
-            room[row.host] -= 1
+        if counts[row.host] < cap:
+            counts[row.host] += 1
             kept.append(row)
+    for host in wanted:
+        _HOST_COUNTS[(project.id, host)] = (_HOST_COUNTS[(project.id, host)][0], counts[host])
     return kept
 
 

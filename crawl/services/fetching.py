@@ -66,7 +66,7 @@ def _fetch_project_pages(pages: list[Page], token, worker: str, render: bool) ->
     now_pages, later, requests, per_host = _schedule(project, allowed, delays, refused, token)
     try:
         if render:
-            responses = _render_all(requests, private, agent)
+            responses = _render_all(requests, private, agent, project.proxy)
         else:
             client = runner.client(allow_private=private, proxy=project.proxy)
             responses = runner.run(
@@ -89,12 +89,12 @@ def _fetch_project_pages(pages: list[Page], token, worker: str, render: bool) ->
         return _store_contents(now_pages, responses, dict(verdicts), written)
 
 
-def _render_all(requests: list[FetchRequest], private: bool, agent: str) -> list[FetchResponse]:
+def _render_all(requests: list[FetchRequest], private: bool, agent: str, proxy: str) -> list[FetchResponse]:
     """One page at a time in this process's headless Chromium, each at its politeness slot."""
     responses = []
     for request in requests:
         time.sleep(max(0.0, request.start_at - time.time()))
-        responses.append(render_page(request.url, allow_private=private, user_agent=agent))
+        responses.append(render_page(request.url, allow_private=private, user_agent=agent, proxy=proxy))
     return responses
 
 
@@ -103,7 +103,9 @@ def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list, 
     Crawl-delay of each host."""
     if not project.obey_robots:
         return pages, [], {}
-    policies = robots_policies({origin_of(p.url) for p in pages}, allow_private=private, user_agent=agent)
+    policies = robots_policies(
+        {origin_of(p.url) for p in pages}, allow_private=private, user_agent=agent, proxy=project.proxy
+    )
     _offer_sitemaps(project, policies)
     allowed, refused, delays = [], [], {}
     for page in pages:

@@ -9,7 +9,7 @@ from django.utils.text import slugify
 
 from crawl.frontier.discovery import forget_scope, seeds_enqueue
 from crawl.models import Project, Seed
-from crawl.netguard import address_permitted
+from crawl.netguard import BlockedAddress, check_addresses, getaddrinfo
 from crawl.urls import InvalidURL, canonicalize, host_of
 
 
@@ -87,14 +87,15 @@ def seed_problem(url: str, *, allow_private: bool) -> str | None:
         canonical = canonicalize(url)
     except InvalidURL as exc:
         return f"{exc.code}: {exc}"
-    if allow_private or settings.CRAWL_ALLOW_PRIVATE:
-        return None
-    host = host_of(canonical)
+    parts = urlsplit(canonical)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+        addresses = getaddrinfo(parts.hostname or "", port)
     except (socket.gaierror, UnicodeError):
         return None  # unresolvable now: the fetch records dns_error, and may succeed later
-    refused = sorted(a for a in addresses if not address_permitted(a))
-    if refused:
-        return f"blocked_address: {host} resolves to {refused[0]}, a non-public address (allow private networks?)"
+    private = allow_private or settings.CRAWL_ALLOW_PRIVATE
+    try:
+        check_addresses(host_of(canonical), port, addresses, allow_private=private)
+    except BlockedAddress as exc:
+        return f"blocked_address: {exc}"
     return None

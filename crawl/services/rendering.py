@@ -18,8 +18,9 @@ from crawl.fetcher import FetchResponse
 _THREAD: tuple[int, queue.Queue] | None = None
 
 
-def render_page(url: str, *, allow_private: bool, user_agent: str) -> FetchResponse:
-    """Render one page in this process's browser thread (started on first use, after fork too)."""
+def render_page(url: str, *, allow_private: bool, user_agent: str, proxy: str) -> FetchResponse:
+    """Render one page in this process's browser thread (started on first use, after fork too); every
+    request of the page goes out through an egress gate, `proxy` (the project's, or "") its upstream."""
     future: Future = Future()
     _jobs().put(
         (
@@ -28,6 +29,7 @@ def render_page(url: str, *, allow_private: bool, user_agent: str) -> FetchRespo
             {
                 "allow_private": allow_private,
                 "user_agent": user_agent,
+                "proxy": proxy,
                 "timeout": settings.CRAWL_RENDER_TIMEOUT,
                 "max_bytes": settings.CRAWL_MAX_BODY_BYTES,
             },

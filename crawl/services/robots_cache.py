@@ -34,7 +34,9 @@ def robots_limits() -> FetchLimits:
     )
 
 
-def robots_policies(origins: set[str], *, allow_private: bool, user_agent: str) -> dict[str, RobotsPolicy]:
+def robots_policies(
+    origins: set[str], *, allow_private: bool, user_agent: str, proxy: str = ""
+) -> dict[str, RobotsPolicy]:
     """The policy of each origin: from this process, else the table, else fetched now."""
     now = time.monotonic()
     policies = {}
@@ -48,15 +50,15 @@ def robots_policies(origins: set[str], *, allow_private: bool, user_agent: str) 
         for row in RobotsTxt.objects.filter(origin__in=missing, fetched_at__gte=fresh_after):
             policies[row.origin] = policy_from_response(row.status_code, row.body)
         for origin in missing - policies.keys():
-            policies[origin] = _fetch_and_store(origin, allow_private=allow_private, user_agent=user_agent)
+            policies[origin] = _fetch_and_store(origin, allow_private=allow_private, user_agent=user_agent, proxy=proxy)
     for origin in missing:
         ttl = FAILURE_SECONDS if policies[origin].disallow_all else ANSWER_SECONDS
         _LOCAL[(origin, allow_private)] = (now + ttl, policies[origin])
     return policies
 
 
-def _fetch_and_store(origin: str, *, allow_private: bool, user_agent: str) -> RobotsPolicy:
-    client = runner.client(allow_private=allow_private)
+def _fetch_and_store(origin: str, *, allow_private: bool, user_agent: str, proxy: str) -> RobotsPolicy:
+    client = runner.client(allow_private=allow_private, proxy=proxy)
     url = f"{origin}/robots.txt"
     for _ in range(ROBOTS_REDIRECT_HOPS + 1):
         response = runner.run(fetch(client, url, headers={"User-Agent": user_agent}, limits=robots_limits()))

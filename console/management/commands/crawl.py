@@ -196,8 +196,7 @@ class Command(BaseCommand):
             problem = seed_problem(url, allow_private=project.allow_private)
             if problem is None:
                 continue
-            if problem.startswith("blocked_address"):
-                problem = problem.replace(" (allow private networks?)", "") + " (--allow-private allows it)"
+            problem = problem.replace("(a project may allow private networks)", "(--allow-private allows it)")
             self.stderr.write(f"refused seed {url}: {problem}")
 
     def _start_worker(self, workers: int | None) -> EmbeddedWorker | None:
