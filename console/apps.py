@@ -1,8 +1,9 @@
 """App config for the console: the operator layer above the pipeline (jobs, admin, dashboard, REST
-API, exports, WARC, metrics, control actions). It reads crawl, scrape and media; none of them
-imports it."""
+API, exports, WARC, metrics, control actions, roles and project access). It reads crawl, scrape and
+media; none of them imports it."""
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class ConsoleConfig(AppConfig):
@@ -11,3 +12,6 @@ class ConsoleConfig(AppConfig):
 
     def ready(self) -> None:
         from console import signals  # noqa: F401 - jobs follow their tasks, workers report their queues
+        from console.roles import roles_install
+
+        post_migrate.connect(roles_install, sender=self, dispatch_uid="console.roles_install")

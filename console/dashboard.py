@@ -6,6 +6,8 @@ console/static/console/dashboard.js polls the JSON endpoints every 2 s to refres
 
 Every query is bounded on big tables: counts by state use the (project, state) index, the rate
 windows and the chart the (project, fetched_at) index, the error lists only the failed rows.
+
+Each user sees the projects they may (console/access.py); the buttons are for those who may run them.
 """
 
 from datetime import datetime, timedelta
@@ -22,6 +24,7 @@ from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
 from console import jobs
+from console.access import may, projects_for
 from console.models import Job
 from console.selectors import broker_queue_lengths, project_errors, project_progress, stage_backlog
 from console.workers import scheduler_warnings, stage_warnings, workers_alive, workers_snapshot
@@ -40,14 +43,14 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         context = {
             **admin.site.each_context(request),
             "title": "Crawl overview",
-            "overview": overview_snapshot(),
+            "overview": overview_snapshot(projects=projects_for(request.user), steers=may(request.user, "run")),
         }
         return render(request, "console/overview.html", context)
     project = _chosen_project(request)
     context = {
         **admin.site.each_context(request),
         "title": "Crawl dashboard",
-        "projects": Project.objects.order_by("name").only("id", "name"),
+        "projects": projects_for(request.user).order_by("name").only("id", "name"),
         "project": project,
         "snapshot": dashboard_snapshot(project) if project else None,
         "page_states": Page.State.values,
@@ -68,16 +71,17 @@ def dashboard_data(request: HttpRequest) -> JsonResponse:
 
 def overview_data(request: HttpRequest) -> JsonResponse:
     _check_permission(request)
-    return JsonResponse(overview_snapshot())
+    return JsonResponse(overview_snapshot(projects=projects_for(request.user), steers=may(request.user, "run")))
 
 
 @require_POST
 def overview_control(request: HttpRequest) -> JsonResponse:
-    """POST project=<id>&action=start|pause|resume|cancel: the overview's buttons."""
-    if not request.user.has_perm("crawl.change_project"):
+    """POST project=<id>&action=start|pause|resume|cancel: the overview's buttons (the run permission;
+    another team's project is as unknown as a missing one)."""
+    if not may(request.user, "run"):
         raise PermissionDenied
     ref, action = request.POST.get("project", ""), request.POST.get("action", "")
-    project = Project.objects.filter(id=int(ref)).first() if ref.isdigit() else None
+    project = projects_for(request.user).filter(id=int(ref)).first() if ref.isdigit() else None
     if project is None or action not in ("start", *jobs.STEERS):
         return JsonResponse({"error": "project=<id> and action=start|pause|resume|cancel"}, status=400)
     if action == "start":
@@ -92,26 +96,31 @@ def overview_control(request: HttpRequest) -> JsonResponse:
 
 
 def _check_permission(request: HttpRequest) -> None:
-    if not request.user.has_perm("crawl.view_project"):
+    if not may(request.user, "view"):
         raise PermissionDenied
 
 
 def _chosen_project(request: HttpRequest) -> Project | None:
-    """?project=<id>, or the newest project when none is asked for."""
-    ref = request.GET.get("project", "")
+    """?project=<id>, or the newest project when none is asked for (of those the user may see)."""
+    ref, projects = request.GET.get("project", ""), projects_for(request.user)
     if ref:
-        return Project.objects.filter(id=int(ref)).first() if ref.isdigit() else None
-    return Project.objects.order_by("-created_at", "-id").first()
+        return projects.filter(id=int(ref)).first() if ref.isdigit() else None
+    return projects.order_by("-created_at", "-id").first()
 
 
-def overview_snapshot(now: datetime | None = None) -> dict:
-    """Every project in a few grouped queries (not a few per project): its current job, owed work,
-    pages fetched in the last 5 minutes and last error; the live workers; the warnings."""
+def overview_snapshot(now: datetime | None = None, *, projects=None, steers: bool = True) -> dict:
+    """Every project (or those of `projects`) in a few grouped queries (not a few per project): its
+    current job, owed work, pages fetched in the last 5 minutes and last error; the live workers; the
+    warnings. Without `steers` no row offers a button."""
     now = now or timezone.now()
     last_failed = Page.objects.filter(project=OuterRef("pk"), state=Page.State.FAILED).order_by("-updated_at")
-    projects = Project.objects.order_by("name").annotate(
-        last_error_code=Subquery(last_failed.values("error_code")[:1]),
-        last_error_url=Subquery(last_failed.values("url")[:1]),
+    projects = (
+        (Project.objects.all() if projects is None else projects)
+        .order_by("name")
+        .annotate(
+            last_error_code=Subquery(last_failed.values("error_code")[:1]),
+            last_error_url=Subquery(last_failed.values("url")[:1]),
+        )
     )
     owed_pages = _by_project(Page.objects.filter(state__in=PAGE_PENDING_STATES))
     owed_assets = _by_project(MediaAsset.objects.filter(state__in=ASSET_PENDING_STATES))
@@ -132,7 +141,7 @@ def overview_snapshot(now: datetime | None = None) -> dict:
                 "owed": owed_pages.get(p.id, 0) + owed_assets.get(p.id, 0),
                 "per_minute": round(recent.get(p.id, 0) / 5, 1),
                 "last_error": {"code": p.last_error_code, "url": p.last_error_url} if p.last_error_code else None,
-                "actions": _actions(current.get(p.job_id)),
+                "actions": _actions(current.get(p.job_id)) if steers else [],
             }
         )
     workers, backlog = workers_alive(), stage_backlog()

@@ -99,3 +99,50 @@ class WorkerBeat(models.Model):
 
     def queue_list(self) -> list[str]:
         return [q for q in self.queues.split(",") if q]
+
+
+class ProjectAccess(models.Model):
+    """Who a project belongs to: one row per owner user or owning group. What a member may do with
+    it is their role's (console/roles.py); superusers and holders of view_all_projects see every
+    project. The permissions of the roles are declared here (console/access.py checks them)."""
+
+    project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="access")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="project_access",
+        help_text="An owner. Leave empty when a group owns it.",
+    )
+    group = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="project_access",
+        help_text="An owning group (a team): its members see the project. Leave empty when a user owns it.",
+    )
+
+    class Meta:
+        verbose_name = "project owner"
+        verbose_name_plural = "project owners"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=False, group__isnull=True)
+                | models.Q(user__isnull=True, group__isnull=False),
+                name="project_access_user_xor_group",
+            ),
+            models.UniqueConstraint(fields=["project", "user"], name="uniq_project_access_user"),
+            models.UniqueConstraint(fields=["project", "group"], name="uniq_project_access_group"),
+        ]
+        permissions = [
+            ("view_all_projects", "Can see and steer every project, not only those it owns"),
+            ("run_project", "Can start, pause, resume, cancel, retry and recrawl projects and jobs"),
+            ("export_results", "Can export a project's pages, items and assets"),
+            ("try_url", "Can use Try a URL on public addresses"),
+            ("change_network_settings", "Can set settings that reach into networks or run code"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project} owned by {self.user or self.group}"

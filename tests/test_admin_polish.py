@@ -12,6 +12,7 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 from django.utils.html import escape
 
+from console.models import ProjectAccess
 from crawl.models import Page, PageContent, PageVersion, Project
 from media.models import MediaAsset, PageAsset
 from scrape.models import Item, RuleSet
@@ -179,6 +180,8 @@ def test_the_stored_body_needs_the_view_permission(client, django_user_model, pr
     client.force_login(staff)
     assert client.get(f"/admin/crawl/page/{page.id}/body/").status_code == 403
     staff.user_permissions.add(Permission.objects.get(codename="view_page"))
+    assert client.get(f"/admin/crawl/page/{page.id}/body/").status_code == 404, "not one of the staff's projects"
+    ProjectAccess.objects.create(project=project, user=staff)
     assert client.get(f"/admin/crawl/page/{page.id}/body/").content == b"secret"
 
 

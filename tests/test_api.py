@@ -54,7 +54,8 @@ ANONYMOUS_REQUESTS = [
 
 @pytest.fixture
 def token(django_user_model) -> Token:
-    user = django_user_model.objects.create_user("operator", password="not-used")
+    # A superuser: these tests are about the API's behaviour; tests/test_permissions.py is about who may.
+    user = django_user_model.objects.create_user("operator", password="not-used", is_superuser=True)
     return Token.objects.create(user=user)
 
 

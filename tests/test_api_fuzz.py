@@ -87,7 +87,8 @@ def schemathesis_config(known: dict[str, int | str]) -> str:
 
 
 def test_fuzzed_requests_never_get_a_server_error(live_server, django_user_model, crawled_project, broker, tmp_path):
-    token = Token.objects.create(user=django_user_model.objects.create_user("fuzzer", password="not-used"))
+    fuzzer = django_user_model.objects.create_user("fuzzer", password="not-used", is_superuser=True)  # every row
+    token = Token.objects.create(user=fuzzer)
     config, report = tmp_path / "schemathesis.toml", tmp_path / "schemathesis.json"
     config.write_text(schemathesis_config(crawled_project))
     done = subprocess.run(

@@ -177,7 +177,7 @@ def test_the_admin_refuses_bad_patterns_and_lists_naming_the_line(admin_client):
 
 def test_the_api_refuses_a_bad_regex_naming_the_line_and_takes_a_good_one(django_user_model):
     Project.objects.create(name="api", slug="api")
-    token = Token.objects.create(user=django_user_model.objects.create_user("operator"))
+    token = Token.objects.create(user=django_user_model.objects.create_user("operator", is_superuser=True))
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     bad = api.patch("/api/projects/api/", {"gallery_page_patterns": "/album/\n*oops"}, format="json")

@@ -1,7 +1,8 @@
-"""Admin for projects and seeds (with their actions and exports); the frontier's admin is in
-console/admin/frontier.py, jobs in console/admin/jobs.py, the live dashboard in console/dashboard.py."""
+"""Admin for projects (with their actions and exports; the change form's parts are in
+console/admin/project_forms.py); the frontier's admin is in console/admin/frontier.py, jobs in
+console/admin/jobs.py, the live dashboard in console/dashboard.py. Each user sees the projects they
+may (console/access.py); network settings are read-only without the permission, secrets masked."""
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseBadRequest, HttpResponseRedirect
@@ -10,93 +11,29 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from console import jobs
+from console.access import NETWORK_FIELDS, may, project_owner_add
+from console.admin.access import ProjectScopedAdmin
+from console.admin.project_forms import SECRETS, OwnerInline, ProjectForm, RuleSetInline, SeedInline, masked
 from console.admin.sinks import SinkInline
 from console.exports import CONTENT_TYPES, FIELDS, export_response
 from console.models import Job
 from console.selectors import project_progress
-from crawl.models import Project, Seed
-from crawl.services.projects import seed_problem, seeds_add
-from scrape.models import RuleSet
+from crawl.models import Project
+from crawl.services.projects import seeds_add
 
-
-class SeedForm(forms.ModelForm):
-    """Seeds are checked like every URL the crawler would fetch; a refused one says why."""
-
-    class Meta:
-        model = Seed
-        fields = ("url", "kind", "active", "priority", "method", "body", "headers")
-
-    def __init__(self, *args, project: Project | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.project = project
-
-    def clean_url(self):
-        url = self.cleaned_data["url"]
-        # The project being edited, with the allow_private just submitted (also before its first save).
-        project = self.project or (self.instance.project if self.instance.project_id else None)
-        problem = seed_problem(url, allow_private=bool(project and project.allow_private))
-        if problem:
-            raise forms.ValidationError(problem)
-        return url
-
-
-class SeedFormSet(forms.BaseInlineFormSet):
-    def get_form_kwargs(self, index):
-        return {**super().get_form_kwargs(index), "project": self.instance}
-
-
-class SeedInline(admin.TabularInline):
-    model = Seed
-    form = SeedForm
-    formset = SeedFormSet
-    extra = 1
-
-
-class RuleSetInline(admin.StackedInline):
-    model = RuleSet
-    extra = 0
-    readonly_fields = ("version",)
-
-
-class ProjectForm(forms.ModelForm):
-    bulk_seeds = forms.CharField(
-        required=False,
-        label="Paste seeds",
-        widget=forms.Textarea(attrs={"rows": 4, "cols": 90}),
-        help_text="More start URLs, one per line, checked like the seeds below; seeds already there are kept.",
-    )
-
-    class Meta:
-        model = Project
-        fields = ("name",)  # the admin builds the form with its fieldsets' fields
-
-    def clean(self):
-        cleaned = super().clean()
-        urls, problems = [], []
-        allow_private = bool(cleaned.get("allow_private"))
-        for number, line in enumerate((cleaned.get("bulk_seeds") or "").splitlines(), start=1):
-            url = line.strip()
-            if not url:
-                continue
-            problem = seed_problem(url, allow_private=allow_private)
-            if problem:
-                problems.append(f"line {number}: {url}: {problem}")
-            urls.append(url)
-        if problems:
-            self.add_error("bulk_seeds", problems)
-        cleaned["pasted_seeds"] = urls
-        return cleaned
+MASKED = {name: f"masked_{name}" for name in SECRETS}  # a secret field -> its masked, read-only display
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(ProjectScopedAdmin):
     form = ProjectForm
+    project_path = "pk"
     list_display = ("name", "slug", "status", "current_job", "open_links", "export_links", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
-    inlines = [SeedInline, RuleSetInline, SinkInline]
-    readonly_fields = ("frontier",)
+    inlines = [SeedInline, RuleSetInline, SinkInline, OwnerInline]
+    readonly_fields = ("frontier", *MASKED.values())
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "frontier")}),
         ("Seeds", {"fields": ("bulk_seeds",)}),
@@ -151,41 +88,76 @@ class ProjectAdmin(admin.ModelAdmin):
 
     actions = ("start", "pause", "resume", "cancel", "recrawl_now", "retry_failed", "reextract", "export_pages")
 
+    def _edits_network(self, request, obj) -> bool:
+        can_edit = self.has_change_permission(request, obj) if obj else self.has_add_permission(request)
+        return can_edit and may(request.user, "network")
+
+    def get_fieldsets(self, request, obj=None):
+        """Secrets are shown masked, and only a user who may change them gets their (masked) fields."""
+        fieldsets = super().get_fieldsets(request, obj)
+        if self._edits_network(request, obj):
+            return fieldsets
+        return [(name, {**opts, "fields": [MASKED.get(f, f) for f in opts["fields"]]}) for name, opts in fieldsets]
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = super().get_readonly_fields(request, obj)
+        return readonly if may(request.user, "network") else (*readonly, *NETWORK_FIELDS)
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        return shown if self.has_export_permission(request) else [f for f in shown if f != "export_links"]
+
+    @admin.display(description="cookies")
+    def masked_cookies(self, obj):
+        return masked(obj, "cookies")
+
+    @admin.display(description="request headers")
+    def masked_request_headers(self, obj):
+        return masked(obj, "request_headers")
+
+    @admin.display(description="proxy")
+    def masked_proxy(self, obj):
+        return masked(obj, "proxy")
+
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
+        if not change:  # after the owners inline, which may name the creator too
+            project_owner_add(project=form.instance, user=request.user)
         pasted = form.cleaned_data.get("pasted_seeds")
         if pasted:
             new = seeds_add(project=form.instance, urls=pasted)
             self.message_user(request, f"{len(pasted)} pasted seeds kept, {len(new)} new URLs in the frontier.")
 
-    @admin.action(description="Start: a job that queues the seeds and everything owed")
+    @admin.action(description="Start: a job that queues the seeds and everything owed", permissions=["run"])
     def start(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_start, "started")
 
-    @admin.action(description="Pause the current job (claimed batches finish, queued work waits)")
+    @admin.action(description="Pause the current job (claimed batches finish, queued work waits)", permissions=["run"])
     def pause(self, request, queryset):
         count = sum(jobs.project_pause(project=project) for project in queryset)
         self.message_user(request, f"{count} projects paused.", messages.SUCCESS)
 
-    @admin.action(description="Resume the paused job")
+    @admin.action(description="Resume the paused job", permissions=["run"])
     def resume(self, request, queryset):
         count = sum(jobs.project_resume(project=project) for project in queryset)
         self.message_user(request, f"{count} projects resumed.", messages.SUCCESS)
 
-    @admin.action(description="Cancel the current job (owed work stays queued; Start resumes it)")
+    @admin.action(description="Cancel the current job (owed work stays queued; Start resumes it)", permissions=["run"])
     def cancel(self, request, queryset):
         count = sum(jobs.job_cancel(job=job, user=request.user) for job in map(jobs.job_current, queryset) if job)
         self.message_user(request, f"{count} jobs cancelled.", messages.SUCCESS)
 
-    @admin.action(description="Recrawl now: a job fetching every finished page again (conditional GET)")
+    @admin.action(
+        description="Recrawl now: a job fetching every finished page again (conditional GET)", permissions=["run"]
+    )
     def recrawl_now(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_recrawl, "recrawling")
 
-    @admin.action(description="Retry failed pages: a job queueing every failed page again")
+    @admin.action(description="Retry failed pages: a job queueing every failed page again", permissions=["run"])
     def retry_failed(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_retry_failed, "retrying failures")
 
-    @admin.action(description="Re-extract: a job extracting the stored pages again (no refetch)")
+    @admin.action(description="Re-extract: a job extracting the stored pages again (no refetch)", permissions=["run"])
     def reextract(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_reextract, "re-extracting")
 
@@ -199,7 +171,7 @@ class ProjectAdmin(admin.ModelAdmin):
                 messages.SUCCESS,
             )
 
-    @admin.action(description="Export pages as JSON lines (one project)")
+    @admin.action(description="Export pages as JSON lines (one project)", permissions=["export"])
     def export_pages(self, request, queryset):
         projects = list(queryset[:2])
         if len(projects) != 1:
@@ -241,8 +213,8 @@ class ProjectAdmin(admin.ModelAdmin):
 
     def export_view(self, request, project_id: int):
         """?format=jsonl|csv&what=pages|items|assets, streamed: the rows are never all in memory."""
-        project = get_object_or_404(Project, id=project_id)
-        if not self.has_view_permission(request, project):
+        project = get_object_or_404(self.get_queryset(request), id=project_id)
+        if not self.has_export_permission(request):
             raise PermissionDenied
         what, fmt = request.GET.get("what", "pages"), request.GET.get("format", "jsonl")
         if what not in FIELDS or fmt not in CONTENT_TYPES:

@@ -16,6 +16,7 @@ from django.utils.http import parse_header_parameters
 from django.utils.text import Truncator
 
 from console import jobs
+from console.admin.access import PROJECT_FILTER, AllProjectsAdmin, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from console.admin.scrape import item_table
 from console.control import host_block, host_unblock, pages_requeue, pages_retry
@@ -47,8 +48,9 @@ class PageVersionInline(admin.TabularInline):
         return format_html('<a href="{}">changes since the previous version</a>', url)
 
 
-class FrontierAdmin(admin.ModelAdmin):
-    """What the page and failure lists share: read-only rows, bounded counts, retry actions."""
+class FrontierAdmin(ProjectScopedAdmin):
+    """What the page and failure lists share: read-only rows of the user's projects, bounded counts,
+    retry actions."""
 
     search_fields = ("url", "title", "=text_hash")
     list_select_related = ("project",)
@@ -61,7 +63,7 @@ class FrontierAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False  # pages come from seeds and links, never typed in
 
-    @admin.action(description="Retry selected failed pages")
+    @admin.action(description="Retry selected failed pages", permissions=["run"])
     def retry_pages(self, request, queryset):
         count = pages_retry(pages=queryset)
         self.message_user(request, f"{count} failed pages queued again.", messages.SUCCESS)
@@ -93,7 +95,7 @@ class PageAdmin(FrontierAdmin):
         recent_values_filter("error_code", "error code", **FAILED),
         recent_values_filter("content_type", "content type"),
         recent_values_filter("kind", "kind"),
-        "project",
+        PROJECT_FILTER,
     )
     actions = ("retry_pages", "requeue_pages")
     readonly_fields = [
@@ -128,7 +130,7 @@ class PageAdmin(FrontierAdmin):
     class Media:
         css = {"all": ("console/dashboard.css",)}
 
-    @admin.action(description="Fetch selected finished or failed pages again now")
+    @admin.action(description="Fetch selected finished or failed pages again now", permissions=["run"])
     def requeue_pages(self, request, queryset):
         count = pages_requeue(pages=queryset)
         self.message_user(request, f"{count} pages queued again.", messages.SUCCESS)
@@ -178,6 +180,8 @@ class PageAdmin(FrontierAdmin):
         served as plain text, with sniffing and scripts off."""
         if not self.has_view_permission(request):
             raise PermissionDenied
+        if not self.get_queryset(request).filter(id=page_id).exists():
+            raise Http404("no such page")
         content = PageContent.objects.filter(page_id=page_id).first()
         if content is None:
             return _plain_text(f"Page {page_id} has no stored body: it was not fetched, or its fetch failed.", 404)
@@ -185,7 +189,9 @@ class PageAdmin(FrontierAdmin):
 
     def diff_view(self, request, page_id: int):
         """The lines that changed between two versions of a page (?a=<version id>&b=<version id>)."""
-        page = get_object_or_404(Page, id=page_id)
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        page = get_object_or_404(self.get_queryset(request), id=page_id)
         wanted = [request.GET.get("a", ""), request.GET.get("b", "")]
         if not all(v.isdigit() for v in wanted):
             raise Http404("choose two versions of this page")
@@ -242,16 +248,16 @@ class FailedPageAdmin(FrontierAdmin):
     list_filter = (
         recent_values_filter("error_code", "error code"),
         recent_values_filter("host", "host"),
-        "project",
+        PROJECT_FILTER,
     )
     actions = ("retry_pages", "retry_projects")
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(**FAILED)
 
-    @admin.action(description="Retry every failed page of the selected rows' projects")
+    @admin.action(description="Retry every failed page of the selected rows' projects", permissions=["run"])
     def retry_projects(self, request, queryset):
-        projects = Project.objects.filter(id__in=queryset.values("project_id"))
+        projects = Project.objects.filter(id__in=queryset.values("project_id"))  # rows of the user's projects
         count = sum(
             jobs.crawl_retry_failed(project=p, trigger=Job.Trigger.ADMIN, user=request.user)[1] for p in projects
         )
@@ -259,7 +265,7 @@ class FailedPageAdmin(FrontierAdmin):
 
 
 @admin.register(Host)
-class HostAdmin(admin.ModelAdmin):
+class HostAdmin(AllProjectsAdmin):
     list_display = (
         "host",
         "blocked",
@@ -279,14 +285,14 @@ class HostAdmin(admin.ModelAdmin):
     readonly_fields = ("next_allowed_at", "backoff_until", "crawl_delay", "last_status", "updated_at")
     actions = ("block_hosts", "unblock_hosts")
 
-    @admin.action(description="Block selected hosts (their pages fail as host_blocked)")
+    @admin.action(description="Block selected hosts (their pages fail as host_blocked)", permissions=["change"])
     def block_hosts(self, request, queryset):
         hosts = list(queryset.values_list("host", flat=True))
         for host in hosts:
             host_block(host=host, reason=f"blocked by {request.user} in the admin")
         self.message_user(request, f"{len(hosts)} hosts blocked.", messages.SUCCESS)
 
-    @admin.action(description="Unblock selected hosts (and retry their host_blocked pages)")
+    @admin.action(description="Unblock selected hosts (and retry their host_blocked pages)", permissions=["change"])
     def unblock_hosts(self, request, queryset):
         hosts = list(queryset.values_list("host", flat=True))
         published = sum(host_unblock(host=host) for host in hosts)
@@ -294,7 +300,7 @@ class HostAdmin(admin.ModelAdmin):
 
 
 @admin.register(RobotsTxt)
-class RobotsTxtAdmin(admin.ModelAdmin):
+class RobotsTxtAdmin(AllProjectsAdmin):
     list_display = ("origin", "status_code", "error", "fetched_at")
     search_fields = ("origin",)
     show_full_result_count = False

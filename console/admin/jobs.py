@@ -1,5 +1,5 @@
 """Admin for jobs: each project's run history, and one job's counts, errors, failing URLs and log,
-with Pause / Resume / Cancel / Retry failed."""
+with Pause / Resume / Cancel / Retry failed (for users who may run the project)."""
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -10,13 +10,15 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from console import jobs
+from console.access import may
+from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.models import Job, JobLogEntry, WorkerBeat
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ProjectScopedAdmin):
     list_display = ("id", "project", "kind", "state_badge", "trigger", "who", "created_at", "finished_at", "summary")
-    list_filter = ("state", "kind", "trigger", "project")
+    list_filter = ("state", "kind", "trigger", PROJECT_FILTER)
     list_select_related = ("project", "started_by")
     date_hierarchy = "created_at"
     change_form_template = "admin/console/job/change_form.html"
@@ -69,9 +71,9 @@ class JobAdmin(admin.ModelAdmin):
         return render_to_string("admin/console/job/report.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        job = get_object_or_404(Job, id=object_id)
+        job = self.get_object(request, object_id)  # None (another team's, or none): the admin says so
         extra = {
-            "job_actions": _actions_of(job),
+            "job_actions": _actions_of(job) if job and may(request.user, "run") else [],
             "workers": WorkerBeat.objects.order_by("name"),
             **(extra_context or {}),
         }
@@ -84,9 +86,9 @@ class JobAdmin(admin.ModelAdmin):
     def action_view(self, request, job_id: int, action: str):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        job = get_object_or_404(Job, id=job_id)
-        if action not in (*jobs.STEERS, "retry") or not request.user.has_perm("crawl.change_project"):
+        if action not in (*jobs.STEERS, "retry") or not may(request.user, "run"):
             raise PermissionDenied
+        job = get_object_or_404(self.get_queryset(request), id=job_id)
         if action == "retry":
             result = jobs.job_retry_failed(job=job, trigger=Job.Trigger.ADMIN, user=request.user)[0]
         else:

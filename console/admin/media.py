@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from console.control import assets_retry
 from media.models import MediaAsset
@@ -18,9 +19,9 @@ INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avi
 
 
 @admin.register(MediaAsset)
-class MediaAssetAdmin(admin.ModelAdmin):
+class MediaAssetAdmin(ProjectScopedAdmin):
     list_display = ("thumbnail", "url", "project", "kind", "state", "downloader", "size", "mime", "error_code")
-    list_filter = ("state", "kind", recent_values_filter("downloader", "downloader"), "project")
+    list_filter = ("state", "kind", recent_values_filter("downloader", "downloader"), PROJECT_FILTER)
     search_fields = ("url", "=sha256")
     list_select_related = ("project",)
     show_full_result_count = False
@@ -32,7 +33,7 @@ class MediaAssetAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False  # assets come from the pages that reference them
 
-    @admin.action(description="Retry selected failed downloads")
+    @admin.action(description="Retry selected failed downloads", permissions=["run"])
     def retry_failed(self, request, queryset):
         count = assets_retry(assets=queryset)
         self.message_user(request, f"{count} failed assets queued again.", messages.SUCCESS)
@@ -56,7 +57,7 @@ class MediaAssetAdmin(admin.ModelAdmin):
     def object_view(self, request, asset_id: int):
         """The stored bytes: a redirect when the storage serves them itself (S3 presigned URL, an
         absolute MEDIA_URL), else streamed from the storage."""
-        asset = get_object_or_404(MediaAsset, id=asset_id)
+        asset = get_object_or_404(self.get_queryset(request), id=asset_id)
         if not self.has_view_permission(request, asset):
             raise PermissionDenied
         if not _stored(asset):

@@ -1,15 +1,19 @@
-"""Admin for items and rule sets, and the "Try a URL" debugger page."""
+"""Admin for items and rule sets, and the "Try a URL" debugger page (the try_url permission; private
+addresses, or a project that allows them, also need change_network_settings)."""
 
 import json
 
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from console.access import may, projects_for
+from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from crawl.models import Project
 from scrape.debugger import fate_groups, trial_report, try_url
@@ -17,9 +21,9 @@ from scrape.models import Item, RuleSet
 
 
 @admin.register(Item)
-class ItemAdmin(admin.ModelAdmin):
+class ItemAdmin(ProjectScopedAdmin):
     list_display = ("id", "project", "page_link", "kind", "position", "rule_version", "has_errors", "updated_at")
-    list_filter = (recent_values_filter("kind", "kind"), "project")
+    list_filter = (recent_values_filter("kind", "kind"), PROJECT_FILTER)
     list_select_related = ("project", "page")
     raw_id_fields = ("project", "page")
     show_full_result_count = False
@@ -56,11 +60,11 @@ def _pretty(value) -> str:
 
 
 @admin.register(RuleSet)
-class RuleSetAdmin(admin.ModelAdmin):
+class RuleSetAdmin(ProjectScopedAdmin):
     """Rules are compiled when saved: an invalid selector, XPath or regex is refused with the reason."""
 
     list_display = ("name", "project", "enabled", "version", "updated_at")
-    list_filter = ("project", "enabled")
+    list_filter = (PROJECT_FILTER, "enabled")
     readonly_fields = ("version",)
 
 
@@ -70,24 +74,47 @@ MAX_VALUE_CHARS = 1000  # of one field's value in an item table
 
 class TryForm(forms.Form):
     url = forms.CharField(max_length=2000)
-    project = forms.ModelChoiceField(Project.objects.all(), required=False, help_text="Its rules and settings.")
+    project = forms.ModelChoiceField(Project.objects.none(), required=False, help_text="Its rules and settings.")
     allow_private = forms.BooleanField(required=False)
     selector = forms.CharField(
         max_length=1000, required=False, help_text="Optional: a selector to try on the fetched page before saving it."
     )
     selector_type = forms.TypedChoiceField(choices=SELECTOR_KINDS, required=False, empty_value="css")
 
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user, self.refused = user, False
+        self.fields["project"].queryset = projects_for(user)
+        if not may(user, "network"):
+            self.fields["allow_private"].help_text = "Needs the permission to change network settings."
+
+    def clean(self):
+        """Private addresses reach into internal networks: asking for them, directly or through a
+        project that allows them, needs the network settings permission."""
+        cleaned = super().clean()
+        project = cleaned.get("project")
+        private = cleaned.get("allow_private") or bool(project and project.allow_private)
+        if private and not may(self.user, "network"):
+            self.refused = True
+            raise forms.ValidationError(
+                "Private addresses (allow_private, or a project that allows them) need the "
+                "console.change_network_settings permission."
+            )
+        return cleaned
+
 
 @staff_member_required
 def try_url_view(request):
     """Fetch one URL as the crawl would and show its whole extraction and each link's fate; stores nothing."""
-    form = TryForm(request.POST or None)
+    if not may(request.user, "try"):
+        raise PermissionDenied
+    form = TryForm(request.POST or None, user=request.user)
     context = {**admin.site.each_context(request), "title": "Try a URL", "form": form}
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         trial = try_url(data["url"], project=data["project"], allow_private=data["allow_private"])
         context |= _report_context(trial_report(trial, selector=data["selector"], selector_kind=data["selector_type"]))
-    return render(request, "admin/tryurl.html", context)
+    return render(request, "admin/tryurl.html", context, status=403 if form.refused else 200)
 
 
 def _report_context(report: dict) -> dict:

@@ -5,6 +5,7 @@ import re
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from console.secrets import masked_config, masked_map, masked_url, unmasked_config, unmasked_map, unmasked_url
 from crawl.validators import json_problem
 from scrape.jsonapi import ApiConfigError, compile_api_config
 
@@ -51,6 +52,44 @@ class HeaderMapField(serializers.DictField):
         if bad is not None:
             self.fail("bad_name", name=bad[:200])
         return value
+
+
+class SecretMapField(HeaderMapField):
+    """Header or cookie values are write-only: they are answered with the mask, and a value sent back
+    as the mask keeps the stored one (a GET, edited and PUT back, changes nothing)."""
+
+    def to_representation(self, value):
+        return masked_map(value)
+
+    def to_internal_value(self, data):
+        return unmasked_map(super().to_internal_value(data), _stored(self))
+
+
+class SecretURLField(serializers.CharField):
+    """A URL whose credentials (user:password@) are write-only, like SecretMapField's values."""
+
+    def to_representation(self, value):
+        return masked_url(str(value or ""))
+
+    def to_internal_value(self, data):
+        return unmasked_url(super().to_internal_value(data), _stored(self) or "")
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class SinkConfigField(serializers.JSONField):
+    """A sink's config, whose "url" (a redis sink's) has write-only credentials."""
+
+    def to_representation(self, value):
+        return masked_config(super().to_representation(value))
+
+    def to_internal_value(self, data):
+        return unmasked_config(super().to_internal_value(data), _stored(self))
+
+
+def _stored(field: serializers.Field):
+    """The field's value on the instance being updated (None when creating)."""
+    instance = getattr(field.parent, "instance", None)
+    return getattr(instance, field.source, None) if instance is not None else None
 
 
 def _no_line_breaks(value: str) -> None:

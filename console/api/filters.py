@@ -6,6 +6,7 @@ import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
 
+from console.access import projects_for
 from console.models import Job
 from crawl.models import Page, Project, Seed
 from media.models import MediaAsset
@@ -32,7 +33,12 @@ class ProjectFilter(django_filters.ModelChoiceFilter):
 
     def __init__(self, **kwargs):
         kwargs.setdefault("help_text", "Slug of the project.")
-        super().__init__(to_field_name="slug", queryset=Project.objects.all(), **kwargs)
+        super().__init__(to_field_name="slug", queryset=_visible_projects, **kwargs)
+
+
+def _visible_projects(request):
+    """Only the projects the user may see: another team's slug is as unknown as a made-up one."""
+    return projects_for(request.user) if request is not None else Project.objects.none()
 
 
 class IntegerFilter(django_filters.NumberFilter):

@@ -5,12 +5,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console import jobs
+from console.access import may, network_changes, network_refusal, project_owner_add
 from console.exports import CONTENT_TYPES, export_response
 from console.models import Job
 from console.selectors import project_errors, project_progress
@@ -20,6 +22,9 @@ from crawl.services.projects import project_get_or_create, seeds_add
 
 from . import serializers as s
 from .filters import ProjectListFilter, SeedFilter
+from .permissions import ProjectScopedMixin, read_write
+
+RUN, EXPORT = "console.run_project", "console.export_results"
 
 
 class _FirstRenderer(BaseContentNegotiation):
@@ -37,18 +42,29 @@ class _FirstRenderer(BaseContentNegotiation):
     create=extend_schema(summary="Create a project (the slug defaults to one made from the name)"),
     destroy=extend_schema(summary="Delete a project with its frontier, items and asset rows"),
 )
-class ProjectViewSet(viewsets.ModelViewSet):
+class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
+    """Only the projects the user may see; the creator of a project is one of its owners."""
+
     queryset = Project.objects.all()
     serializer_class = s.ProjectSerializer
     filterset_class = ProjectListFilter
     lookup_field = "slug"
     lookup_value_regex = s.SLUG_PATTERN
+    project_path = "pk"
+    action_permissions = read_write("project") | {
+        "progress": "crawl.view_project",
+        **dict.fromkeys(("start", "pause", "resume", "recrawl", "retry_failed"), RUN),
+        "export": EXPORT,
+    }
 
     @transaction.atomic
     def perform_create(self, serializer: s.ProjectSerializer) -> None:
+        _refuse_network_changes(self.request.user, network_changes(None, serializer.validated_data))
         serializer.instance = project_get_or_create(**serializer.validated_data)
+        project_owner_add(project=serializer.instance, user=self.request.user)
 
     def perform_update(self, serializer: s.ProjectSerializer) -> None:
+        _refuse_network_changes(self.request.user, network_changes(serializer.instance, serializer.validated_data))
         project = serializer.save()
         forget_scope(project.id)
 
@@ -129,20 +145,34 @@ class ProjectViewSet(viewsets.ModelViewSet):
         return export_response(project, what=query.validated_data["what"], fmt=query.validated_data["format"])
 
 
-class SeedViewSet(viewsets.ModelViewSet):
+def _refuse_network_changes(user, changed: list[str]) -> None:
+    """A 403 naming the network settings a request would change, unless the user may change them."""
+    if changed and not may(user, "network"):
+        raise PermissionDenied(network_refusal(changed))
+
+
+def _seed_header_changes(seed: Seed | None, data: dict) -> list[str]:
+    """A seed's headers are request headers: a network setting of their own."""
+    return ["headers"] if "headers" in data and data["headers"] != (seed.headers if seed else {}) else []
+
+
+class SeedViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     """Start URLs. A new active seed of an active project goes into the frontier and to the fetch workers."""
 
     queryset = Seed.objects.select_related("project")
+    action_permissions = read_write("seed")
     serializer_class = s.SeedSerializer
     filterset_class = SeedFilter
     lookup_value_regex = s.ID_PATTERN
 
     @transaction.atomic
     def perform_create(self, serializer: s.SeedSerializer) -> None:
+        _refuse_network_changes(self.request.user, _seed_header_changes(None, serializer.validated_data))
         self._enqueue(serializer.save())
 
     @transaction.atomic
     def perform_update(self, serializer: s.SeedSerializer) -> None:
+        _refuse_network_changes(self.request.user, _seed_header_changes(serializer.instance, serializer.validated_data))
         self._enqueue(serializer.save())
 
     def perform_destroy(self, instance: Seed) -> None:

@@ -7,18 +7,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console import control
+from console.access import scoped
 from crawl.models import Page
 from media.models import MediaAsset
 from scrape.models import Item
 
 from . import serializers as s
 from .filters import AssetFilter, FailureFilter, ItemFilter, PageFilter
+from .permissions import ProjectScopedMixin, read_only
 
 
-class PageViewSet(viewsets.ReadOnlyModelViewSet):
-    """Every URL of every project and where it is in the pipeline (never the stored body)."""
+class PageViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
+    """Every URL of the user's projects and where it is in the pipeline (never the stored body)."""
 
     queryset = Page.objects.select_related("project")
+    action_permissions = read_only("page") | {"retry": "console.run_project"}
     serializer_class = s.PageSerializer
     filterset_class = PageFilter
     lookup_value_regex = s.ID_PATTERN
@@ -31,31 +34,35 @@ class PageViewSet(viewsets.ReadOnlyModelViewSet):
         """Give the failed pages among `ids` fresh attempts and queue them now; others are left alone."""
         body = s.PagesRetrySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        requeued = control.pages_retry(pages=Page.objects.filter(id__in=body.validated_data["ids"]))
+        pages = scoped(Page.objects.filter(id__in=body.validated_data["ids"]), request.user)
+        requeued = control.pages_retry(pages=pages)
         return Response({"requeued": requeued})
 
 
-class FailureViewSet(viewsets.ReadOnlyModelViewSet):
+class FailureViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Failed pages with their error code and message."""
 
+    action_permissions = read_only("page")
     queryset = Page.objects.filter(state=Page.State.FAILED).select_related("project")
     serializer_class = s.FailureSerializer
     filterset_class = FailureFilter
     lookup_value_regex = s.ID_PATTERN
 
 
-class ItemViewSet(viewsets.ReadOnlyModelViewSet):
+class ItemViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Structured data extracted from pages."""
 
+    action_permissions = read_only("item", app="scrape")
     queryset = Item.objects.select_related("project", "page")
     serializer_class = s.ItemSerializer
     filterset_class = ItemFilter
     lookup_value_regex = s.ID_PATTERN
 
 
-class AssetViewSet(viewsets.ReadOnlyModelViewSet):
+class AssetViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Media assets, with a download URL once stored."""
 
+    action_permissions = read_only("mediaasset", app="media")
     queryset = MediaAsset.objects.select_related("project")
     serializer_class = s.AssetSerializer
     filterset_class = AssetFilter

@@ -7,15 +7,15 @@ from django_celery_beat.validators import crontab_validator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from console.access import projects_for
 from console.exports import FIELDS
-from console.models import Job
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import seed_problem
 from media.models import MediaAsset
 from media.storage import StorageUnavailable, object_url
 from scrape.models import Item
 
-from .fields import ApiConfigField, HeaderMapField
+from .fields import ApiConfigField, SecretMapField, SecretURLField
 
 SLUG_PATTERN = r"[-a-zA-Z0-9_]+"
 ID_PATTERN = "[0-9]{1,18}"  # lookups by id: anything else is a 404 before any query
@@ -28,16 +28,31 @@ class ProjectSlugField(serializers.SlugRelatedField):
     def __init__(self, **kwargs):
         super().__init__(slug_field="slug", queryset=Project.objects.all(), **kwargs)
 
+    def get_queryset(self):
+        """Only the projects the user may see: another team's slug does not exist."""
+        request = self.context.get("request")
+        return projects_for(request.user) if request is not None else Project.objects.none()
+
     def to_internal_value(self, data):
         if not isinstance(data, str) or not re.fullmatch(SLUG_PATTERN, data):
             self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:200])
         return super().to_internal_value(data)
 
 
+WRITE_ONLY = ' Values are write-only: answered as "***" (sending "***" back keeps the stored value).'
+
+
+def _help(field: str) -> str:
+    return str(Project._meta.get_field(field).help_text)
+
+
 class ProjectSerializer(serializers.ModelSerializer):
     api_config = ApiConfigField(required=False, help_text=Project._meta.get_field("api_config").help_text)
-    request_headers = HeaderMapField(required=False, help_text=Project._meta.get_field("request_headers").help_text)
-    cookies = HeaderMapField(required=False, help_text=Project._meta.get_field("cookies").help_text)
+    request_headers = SecretMapField(required=False, help_text=_help("request_headers") + WRITE_ONLY)
+    cookies = SecretMapField(required=False, help_text=_help("cookies") + WRITE_ONLY)
+    proxy = SecretURLField(
+        required=False, allow_blank=True, max_length=300, help_text=_help("proxy") + " Its password is write-only."
+    )
 
     class Meta:
         model = Project
@@ -68,7 +83,7 @@ class SeedSerializer(serializers.ModelSerializer):
     project = ProjectSlugField(help_text="Slug of the seed's project.")
     url = serializers.CharField(max_length=2000, help_text="Start URL (http or https).")
     method = serializers.ChoiceField(choices=["GET", "POST"], default="GET", help_text="GET or POST.")
-    headers = HeaderMapField(required=False, help_text="Extra headers for this seed's request.")
+    headers = SecretMapField(required=False, help_text="Extra headers for this seed's request." + WRITE_ONLY)
 
     class Meta:
         model = Seed
@@ -233,46 +248,6 @@ class ActionResultSerializer(serializers.Serializer):
     project = serializers.CharField(help_text="Slug of the project.")
     status = serializers.ChoiceField(choices=Project.Status.choices)
     job = serializers.IntegerField(allow_null=True, help_text="The job the action runs as (or joined).")
-
-
-class JobSerializer(serializers.ModelSerializer):
-    """A run of a project. `counts` are read from its rows while it runs, and kept when it ends."""
-
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    started_by = serializers.StringRelatedField()
-    counts = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Job
-        fields = ["id", "project", "kind", "state", "trigger", "started_by", "retry_of", "created_at",
-                  "started_at", "finished_at", "message", "counts"]  # fmt: skip
-        read_only_fields = fields
-
-    @extend_schema_field(serializers.DictField())
-    def get_counts(self, job: Job) -> dict:
-        from console.jobs import job_counts
-
-        return job_counts(job)
-
-
-class JobDetailSerializer(JobSerializer):
-    failures = serializers.SerializerMethodField()
-    log = serializers.SerializerMethodField()
-
-    class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "failures", "log"]
-        read_only_fields = fields
-
-    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
-    def get_failures(self, job: Job) -> list[dict]:
-        from console.jobs import job_failures
-
-        return job_failures(job)
-
-    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
-    def get_log(self, job: Job) -> list[dict]:
-        fields = ("at", "level", "worker", "url", "code", "message")
-        return list(job.log.order_by("-id").values(*fields)[:200])
 
 
 class PublishedResultSerializer(ActionResultSerializer):

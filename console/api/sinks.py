@@ -5,18 +5,23 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from console.access import NETWORK_SINK_KINDS, may, network_refusal
 from scrape.sinks.delivery import sink_counts, sink_retry
 from scrape.sinks.models import Sink
 
 from . import serializers as s
+from .fields import SinkConfigField
 from .filters import SinkFilter
+from .permissions import ProjectScopedMixin, read_write
 
 
 class SinkSerializer(serializers.ModelSerializer):
     project = s.ProjectSlugField(help_text="Slug of the sink's project.")
+    config = SinkConfigField(required=False, help_text=Sink._meta.get_field("config").help_text)
     counts = serializers.SerializerMethodField()
 
     class Meta:
@@ -43,11 +48,23 @@ class SinkSerializer(serializers.ModelSerializer):
 
 
 @extend_schema_view(list=extend_schema(summary="List sinks (?project=<slug>, ?kind=)"))
-class SinkViewSet(viewsets.ModelViewSet):
+class SinkViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
+    """Sinks of the user's projects. A redis or python sink reaches into networks or runs code: making
+    or changing one needs the network settings permission."""
+
     queryset = Sink.objects.select_related("project").order_by("id")
+    action_permissions = read_write("sink", app="scrape") | {"retry_failed": "console.run_project"}
     serializer_class = SinkSerializer
     filterset_class = SinkFilter
     lookup_value_regex = s.ID_PATTERN
+
+    def perform_create(self, serializer: SinkSerializer) -> None:
+        _refuse_network_sinks(self.request.user, None, serializer.validated_data)
+        serializer.save()
+
+    def perform_update(self, serializer: SinkSerializer) -> None:
+        _refuse_network_sinks(self.request.user, serializer.instance, serializer.validated_data)
+        serializer.save()
 
     @extend_schema(request=None, responses=SinkSerializer, summary="Retry the sink's failed records")
     @action(detail=True, methods=["post"], url_path="retry-failed")
@@ -55,3 +72,12 @@ class SinkViewSet(viewsets.ModelViewSet):
         sink = self.get_object()
         sink_retry(sink)
         return Response(SinkSerializer(sink).data)
+
+
+def _refuse_network_sinks(user, sink: Sink | None, data: dict) -> None:
+    """A redis or python sink, new or with a changed kind or config, needs the network permission."""
+    kind = data.get("kind", sink.kind if sink else "")
+    config = data.get("config", sink.config if sink else {})
+    unchanged = sink is not None and (sink.kind, sink.config) == (kind, config)
+    if kind in NETWORK_SINK_KINDS and not unchanged and not may(user, "network"):
+        raise PermissionDenied(network_refusal([f"a {kind} sink"]))

@@ -1,0 +1,139 @@
+"""The project's change form: seeds (inline and pasted), rule sets, owners, and its secrets
+(cookies, request headers, the proxy's credentials) shown masked: a value left masked keeps the
+stored one, so a user allowed to change network settings replaces a secret without ever reading it."""
+
+import json
+
+from django import forms
+from django.contrib import admin
+
+from console.access import may
+from console.models import ProjectAccess
+from console.secrets import masked_map, masked_url, unmasked_map, unmasked_url
+from crawl.models import Project, Seed
+from crawl.services.projects import seed_problem
+from scrape.models import RuleSet
+
+# Each secret field: how it is shown, and how a submitted value gets the stored secrets back.
+SECRETS = {
+    "cookies": (masked_map, unmasked_map, dict),
+    "request_headers": (masked_map, unmasked_map, dict),
+    "proxy": (masked_url, unmasked_url, str),
+}
+
+
+def masked(project: Project, name: str) -> str:
+    """A secret field of the project as the admin shows it read-only."""
+    value = SECRETS[name][0](getattr(project, name))
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value or "-"
+
+
+class SeedForm(forms.ModelForm):
+    """Seeds are checked like every URL the crawler would fetch; a refused one says why."""
+
+    class Meta:
+        model = Seed
+        fields = ("url", "kind", "active", "priority", "method", "body", "headers")
+
+    def __init__(self, *args, project: Project | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.project = project
+        if "headers" in self.fields:
+            self.initial["headers"] = masked_map(self.instance.headers)
+
+    def clean_headers(self):
+        headers = self.cleaned_data["headers"]
+        return unmasked_map(headers, self.instance.headers) if isinstance(headers, dict) else headers
+
+    def clean_url(self):
+        url = self.cleaned_data["url"]
+        # The project being edited, with the allow_private just submitted (also before its first save).
+        project = self.project or (self.instance.project if self.instance.project_id else None)
+        problem = seed_problem(url, allow_private=bool(project and project.allow_private))
+        if problem:
+            raise forms.ValidationError(problem)
+        return url
+
+
+class SeedFormSet(forms.BaseInlineFormSet):
+    def get_form_kwargs(self, index):
+        return {**super().get_form_kwargs(index), "project": self.instance}
+
+
+class SeedInline(admin.TabularInline):
+    """A seed's headers are request headers: masked, and replaced only with the network permission."""
+
+    model = Seed
+    form = SeedForm
+    formset = SeedFormSet
+    extra = 1
+    readonly_fields = ("masked_headers",)
+
+    def get_fields(self, request, obj=None):
+        fields = [f for f in super().get_fields(request, obj) if f != "masked_headers"]
+        if may(request.user, "network") and self.has_change_permission(request, obj):
+            return fields
+        return ["masked_headers" if f == "headers" else f for f in fields]
+
+    @admin.display(description="headers")
+    def masked_headers(self, seed):
+        return json.dumps(masked_map(seed.headers)) if seed.pk else "-"
+
+
+class OwnerInline(admin.TabularInline):
+    """The project's owners: its members see it (what they may do is their role's)."""
+
+    model = ProjectAccess
+    fields = ("user", "group")
+    extra = 0
+    verbose_name = "owner (a user or a group)"
+    verbose_name_plural = "owners: the users and groups who see this project"
+
+
+class RuleSetInline(admin.StackedInline):
+    model = RuleSet
+    extra = 0
+    readonly_fields = ("version",)
+
+
+class ProjectForm(forms.ModelForm):
+    bulk_seeds = forms.CharField(
+        required=False,
+        label="Paste seeds",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 90}),
+        help_text="More start URLs, one per line, checked like the seeds below; seeds already there are kept.",
+    )
+
+    class Meta:
+        model = Project
+        fields = ("name",)  # the admin builds the form with its fieldsets' fields
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in SECRETS.keys() & self.fields.keys():
+            self.initial[name] = SECRETS[name][0](getattr(self.instance, name))
+
+    def clean(self):
+        cleaned = self._unmasked(super().clean())
+        urls, problems = [], []
+        allow_private = bool(cleaned.get("allow_private", self.instance.allow_private))
+        for number, line in enumerate((cleaned.get("bulk_seeds") or "").splitlines(), start=1):
+            url = line.strip()
+            if not url:
+                continue
+            problem = seed_problem(url, allow_private=allow_private)
+            if problem:
+                problems.append(f"line {number}: {url}: {problem}")
+            urls.append(url)
+        if problems:
+            self.add_error("bulk_seeds", problems)
+        cleaned["pasted_seeds"] = urls
+        return cleaned
+
+    def _unmasked(self, cleaned: dict) -> dict:
+        """Secrets submitted still masked get their stored values back."""
+        for name in SECRETS.keys() & cleaned.keys():
+            _mask, unmask, kind = SECRETS[name]
+            if isinstance(cleaned[name], kind):
+                cleaned[name] = unmask(cleaned[name], getattr(self.instance, name))
+        return cleaned
