@@ -10,7 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CRAWLHUB_VAR_DIR=/app/var \
     XDG_CACHE_HOME=/app/var/cache
 
-# ffmpeg: media downloads (yt-dlp merges and HLS need it; DESIGN.md §5).
+# ffmpeg: media downloads (yt-dlp merges and HLS need it).
 # chromium: JavaScript rendering (crawl/render.py drives it with Playwright; never `playwright install`).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ffmpeg chromium \

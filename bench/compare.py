@@ -1,6 +1,7 @@
 """make bench: crawlhub distributed and embedded, then the Scrapy peer, on the same site; a ratio table.
 
-With ../shared/bench (beside the repository): its site served by its nginx, and its Scrapy peer
+With the optional shared benchmark (a shared/bench folder beside the repository, when present): its
+site served by its nginx, and its Scrapy peer
 (run_scrapy.sh --conc 64 --dedup 1). Without it: our own generated 10,000-page site, our rows only.
 The table goes to stdout and to var/bench/latest.md, every figure to var/bench/latest.json.
 

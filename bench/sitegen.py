@@ -1,10 +1,10 @@
 """A deterministic benchmark site: N pages with link noise and traps. Same arguments, same bytes.
 
-The shape follows the shared bench's site (../shared/bench/README.md, "The site and its ground
-truth"): `/` plus `/sNN/pIIIII.html` in sections, a spanning tree (page i links 8i+1..8i+8) so every
-page is reachable, a fifth of the random links to hub pages, link spellings that must normalise to
-the same URL, query-order variants that give extra canonical URLs, and traps (external `*.invalid`
-hosts, 404s, 301s and 2-hop chains, a redirect loop, `/private/` links that robots.txt disallows).
+Its shape matches the optional shared benchmark's site, so the two can be compared: `/` plus
+`/sNN/pIIIII.html` in sections, a spanning tree (page i links 8i+1..8i+8) so every page is
+reachable, a fifth of the random links to hub pages, link spellings that must normalise to the same
+URL, query-order variants that give extra canonical URLs, and traps (external `*.invalid` hosts,
+404s, 301s and 2-hop chains, a redirect loop, `/private/` links that robots.txt disallows).
 Media are small generated files: `<img>` on about 10% of pages (some shared) and a few `<video>`s.
 Nothing here imports Django.
 """

@@ -1,7 +1,7 @@
 """Page metadata from a parsed lxml document: canonical link, headings, OpenGraph and JSON-LD.
 
-Done by hand with lxml (the fast syntaxes only, as DESIGN.md asks of extruct): no extra parse of the
-page, and a broken JSON-LD block is skipped, never fatal. Pure: no Django, no network.
+Done by hand with lxml rather than extruct (the fast syntaxes only): no extra parse of the page,
+and a broken JSON-LD block is skipped, never fatal. Pure: no Django, no network.
 """
 
 import json

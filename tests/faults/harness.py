@@ -1,7 +1,7 @@
 """Fault-injection harness: crawl a generated site in distributed mode while something breaks, then
 check the ledger.
 
-Ledger (issue 8):
+Ledger (docs/reliability.md):
   L1 every reachable page has exactly one row, done, or failed with the reason the site intended;
   L2 no two rows for one canonical URL, and the unique constraint that guarantees it exists;
   L3 every stored asset's bytes match its sha256; no orphan objects and no temp files left;
