@@ -1,7 +1,9 @@
 """The checker: a crawl's pages and the server's access log against the site's ground truth.
 
 Same semantics as the shared bench's check_crawl.py: URLs compare as path with dot-segments resolved
-plus sorted query (fragment dropped), on the truth's host:port. Pure functions: no Django, no I/O.
+plus sorted query (fragment dropped), on the truth's host:port. The bench reports (pages_report,
+access_log_report); the tests assert on a crawl's exported rows (assert_complete, ledger_key).
+Pure functions: no Django, no I/O.
 """
 
 import posixpath
@@ -89,3 +91,26 @@ def access_log_report(truth: dict, lines: Iterable[str]) -> dict:
         "robots_violations": sum(n for p, n in per_path.items() if p.startswith(disallow)),
         "first_to_last_request_s": round(max(times) - min(times), 3) if times else None,
     }
+
+
+def assert_complete(rows: list[dict], truth: dict, server_paths: list[str]) -> None:
+    """Every reachable page exactly once and done; 404s, redirects and robots refusals as the site intends."""
+    paths = Counter(canon_path(r["url"]) for r in rows)
+    assert [p for p, n in paths.items() if n > 1] == [], "a URL appears twice in the export"
+    by_path = {canon_path(r["url"]): r for r in rows}
+    ok = {p for p, r in by_path.items() if r["state"] == "done" and r["status_code"] == 200}
+    assert ok == set(truth["pages"])
+    for path in truth["broken_urls"]:
+        assert (by_path[path]["state"], by_path[path]["error_code"]) == ("failed", "http_404")
+    for path in truth["disallowed_urls_linked"]:
+        assert (by_path[path]["state"], by_path[path]["error_code"]) == ("failed", "robots_disallowed")
+    for path, target in truth["redirects"].items():
+        assert by_path[path]["status_code"] == 301 and canon_path(by_path[path]["final_url"]) == target
+    disallow = tuple(truth["robots_disallow"])
+    assert not [p for p in server_paths if p.startswith(disallow)], "robots.txt was not obeyed"
+    assert all(r["state"] in ("done", "failed") for r in rows), "work left pending"
+
+
+def ledger_key(rows: list[dict]) -> set:
+    """What two crawls of the same site must agree on, whatever ran them."""
+    return {(canon_path(r["url"]), r["state"], r["status_code"], r["error_code"], r["content_sha256"]) for r in rows}

@@ -13,14 +13,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from bench.sitefiles import read_redirects
+from bench.sitegen import content_type
 
-TYPES = {
-    ".html": "text/html",
-    ".xml": "application/xml",
-    ".txt": "text/plain",
-    ".jpg": "image/jpeg",
-    ".mp4": "video/mp4",
-}
 REASONS = {200: "OK", 301: "Moved Permanently", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 HIDDEN = (".sitegen-output",)
 
@@ -40,8 +34,7 @@ class SiteHandler:
             file = file / "index.html"
         if file.name in HIDDEN or not file.is_file() or self.root not in file.resolve().parents:
             return 404, {"Content-Type": "text/html"}, b"<h1>404 Not Found</h1>\n"
-        kind = TYPES.get(file.suffix, "application/octet-stream")
-        return 200, {"Content-Type": kind}, file.read_bytes()
+        return 200, {"Content-Type": content_type(file.name)}, file.read_bytes()
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

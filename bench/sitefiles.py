@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.sitegen import GENERATOR_VERSION, Site, page_html, robots_txt, site_plan, sitemap_xml
+from bench.sitegen import GENERATOR_VERSION, Site, site_files, site_plan
 from bench.truth import ground_truth
 
 STAMP = "generation.json"
@@ -38,12 +38,9 @@ def site_write(site: Site, root: Path, stamp: dict) -> None:
     building = root.with_name(root.name + ".building")
     shutil.rmtree(building, ignore_errors=True)
     web = building / "site"
-    for page in site.pages + site.private:
-        _write(web / ("index.html" if page.path == "/" else page.path.lstrip("/")), page_html(page).encode())
-    for path, body in site.media.items():
-        _write(web / path.lstrip("/"), body)
-    _write(web / "robots.txt", robots_txt(site).encode())
-    _write(web / "sitemap.xml", sitemap_xml(site).encode())
+    for path, (status, _, body) in site_files(site).items():
+        if status == 200:  # the redirects go to redirects.map
+            _write(web / ("index.html" if path == "/" else path.lstrip("/")), body)
     truth = ground_truth(site)
     _write(building / "ground_truth.json", (json.dumps(truth, indent=1, sort_keys=True) + "\n").encode())
     _write(building / "redirects.map", "".join(f"{k} {v};\n" for k, v in sorted(site.redirects.items())).encode())

@@ -6,12 +6,14 @@ reachable, a fifth of the random links to hub pages, link spellings that must no
 URL, query-order variants that give extra canonical URLs, and traps (external `*.invalid` hosts,
 404s, 301s and 2-hop chains, a redirect loop, `/private/` links that robots.txt disallows).
 Media are small generated files: `<img>` on about 10% of pages (some shared) and a few `<video>`s.
+The bench writes the site to files (bench/sitefiles.py); the tests serve site_files() from memory.
 Nothing here imports Django.
 """
 
 import random
 from dataclasses import dataclass, field
 from html import escape
+from pathlib import PurePosixPath
 from urllib.parse import urlencode
 
 GENERATOR_VERSION = 1
@@ -27,6 +29,13 @@ WORD_TEXT = (
     "timber token velvet violet willow worker"
 )
 WORDS = WORD_TEXT.split()
+TYPES = {
+    ".html": "text/html",
+    ".xml": "application/xml",
+    ".txt": "text/plain",
+    ".jpg": "image/jpeg",
+    ".mp4": "video/mp4",
+}
 EXTERNAL = (
     "http://external.invalid/",
     "https://www.external.invalid/news/{k}.html",
@@ -81,6 +90,12 @@ def site_plan(*, n: int, seed: int, base_url: str, sections: int = SECTIONS) -> 
     site.pages[0].hrefs += [private_paths[0], "/loop/a.html", missing[0], go_paths[0], "/go/chain-r00"]
     site.private = [_private_page(rng, k, private_paths, site) for k in range(len(private_paths))]
     return site
+
+
+def site_at(site: Site, base_url: str) -> Site:
+    """The same site served from another base URL: only the absolute spellings of its links change
+    (the random choices do not depend on the base), so its ground truth is the same."""
+    return site_plan(n=site.n, seed=site.seed, base_url=base_url, sections=site.sections)
 
 
 def _traps(rng: random.Random, n: int, sections: int) -> tuple[dict[str, str], list[str], list[str]]:
@@ -208,8 +223,9 @@ def page_html(spec: PageSpec) -> str:
     )
 
 
-def robots_txt(site: Site) -> str:
-    return f"User-agent: *\nDisallow: {PRIVATE_PREFIX}\n\nSitemap: {site.base_url}/sitemap.xml\n"
+def robots_txt(site: Site, *, sitemap: bool = True) -> str:
+    rules = f"User-agent: *\nDisallow: {PRIVATE_PREFIX}\n"
+    return rules + f"\nSitemap: {site.base_url}/sitemap.xml\n" if sitemap else rules
 
 
 def sitemap_xml(site: Site) -> str:
@@ -218,3 +234,21 @@ def sitemap_xml(site: Site) -> str:
         '<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
         f"{urls}</urlset>\n"
     )
+
+
+def site_files(site: Site, *, sitemap: bool = True) -> dict[str, tuple[int, dict, bytes]]:
+    """Every response the site serves, by path: (status, headers, body); 404 for any other path.
+    Without `sitemap`, robots.txt names none and there is no /sitemap.xml: links are the only way in."""
+    html = {"Content-Type": TYPES[".html"]}
+    files = {page.path: (200, html, page_html(page).encode()) for page in site.pages + site.private}
+    files |= {path: (200, {"Content-Type": content_type(path)}, body) for path, body in site.media.items()}
+    files["/robots.txt"] = (200, {"Content-Type": TYPES[".txt"]}, robots_txt(site, sitemap=sitemap).encode())
+    if sitemap:
+        files["/sitemap.xml"] = (200, {"Content-Type": TYPES[".xml"]}, sitemap_xml(site).encode())
+    for path, target in site.redirects.items():
+        files[path] = (301, {"Location": target, **html}, b"<h1>301</h1>\n")
+    return files
+
+
+def content_type(path: str) -> str:
+    return TYPES.get(PurePosixPath(path).suffix, "application/octet-stream")

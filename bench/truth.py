@@ -4,6 +4,7 @@ Written as ground_truth.json in the shared bench's format (same keys), computed 
 planned links with the site's redirects, 404s and robots.txt rule applied.
 """
 
+import hashlib
 from urllib.parse import urljoin, urlsplit
 
 from bench.check import canon_path
@@ -43,6 +44,12 @@ def ground_truth(site: Site) -> dict:
         "disallowed_urls_linked": sorted(walk.disallowed),
         "external_urls_linked": len(walk.external),
     }
+
+
+def media_sha256(site: Site, truth: dict) -> dict[str, str]:
+    """The sha256 of each medium a complete crawl stores (the truth's images and videos), by path."""
+    media = truth["media"]["images"] + truth["media"]["videos"]
+    return {path: hashlib.sha256(site.media[path]).hexdigest() for path in media}
 
 
 class _Walk:

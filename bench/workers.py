@@ -5,16 +5,13 @@ process per core of the 2-core reference machine); "per-queue" is the README's d
 one worker per stage queue: fetch -c 4, extract -c 2, download -c 2.
 """
 
-import contextlib
 import os
-import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 
 from bench import REPO, BenchError
-from crawl.workers import worker_command
+from crawl.workers import WorkerProcess
 
 LAYOUTS = ("one", "per-queue")
 
@@ -30,25 +27,23 @@ def layout_plan(layout: str, concurrency: int) -> list[tuple[str, str, int]]:
 
 class WorkerPool:
     def __init__(self, *, layout: str, concurrency: int, env: dict, log_dir: Path):
-        self.plan, self.env, self.log_dir = layout_plan(layout, concurrency), env, log_dir
         host = socket.gethostname()
-        self.names = [f"bench-{label}-{os.getpid()}@{host}" for label, _, _ in self.plan]
-        self.processes: list[subprocess.Popen] = []
+        self.workers = [
+            WorkerProcess(
+                queues=queues,
+                name=f"bench-{label}-{os.getpid()}@{host}",
+                concurrency=count,
+                log_file=log_dir / f"worker-{label}.log",
+                env=env,
+                cwd=REPO,
+            )
+            for label, queues, count in layout_plan(layout, concurrency)
+        ]
+        self.log_dir = log_dir
 
     def start(self) -> None:
-        for name, (label, queues, concurrency) in zip(self.names, self.plan, strict=True):
-            with open(self.log_dir / f"worker-{label}.log", "ab") as out:
-                self.processes.append(
-                    subprocess.Popen(
-                        worker_command(queues=queues, name=name, concurrency=concurrency),
-                        cwd=REPO,
-                        env=self.env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
+        for worker in self.workers:
+            worker.start()
 
     @staticmethod
     def refuse_others(app) -> None:
@@ -62,28 +57,24 @@ class WorkerPool:
 
     def wait_ready(self, app, timeout: float = 90) -> None:
         """Until every worker answers a ping (so worker start-up is not part of the crawl's time)."""
-        deadline, waiting = time.monotonic() + timeout, set(self.names)
+        deadline, waiting = time.monotonic() + timeout, {w.name for w in self.workers}
         while waiting and time.monotonic() < deadline:
-            dead = [p for p in self.processes if p.poll() is not None]
+            dead = [w for w in self.workers if not w.alive()]
             if dead:
-                raise BenchError(f"a bench worker exited with {dead[0].returncode}; see {self.log_dir}/worker-*.log")
+                code = dead[0].process.returncode
+                raise BenchError(f"a bench worker exited with {code}; see {self.log_dir}/worker-*.log")
             for reply in app.control.ping(destination=sorted(waiting), timeout=1.0):
                 waiting -= set(reply)
         if waiting:
             raise BenchError(f"bench workers not ready after {timeout:.0f} s: {sorted(waiting)}")
 
     def roots(self) -> set[int]:
-        return {p.pid for p in self.processes}
+        return {w.pid for w in self.workers}
 
     def stop(self, timeout: float = 20) -> None:
         """Warm shutdown (pool processes write their last statement counts), then kill the groups."""
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        self.processes = []
+        for worker in self.workers:
+            worker.terminate()
+        for worker in self.workers:
+            worker.stop(timeout)
+        self.workers = []

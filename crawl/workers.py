@@ -1,4 +1,5 @@
-"""Celery workers the crawl command starts itself in embedded mode (same code as `celery worker`)."""
+"""Celery worker processes this project starts itself: the crawl command's embedded worker, the
+bench's workers and the tests' (same code as `celery worker`)."""
 
 import contextlib
 import logging
@@ -6,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from django.conf import settings
 
@@ -24,31 +26,47 @@ def worker_command(
     return command if heartbeat else [*command, "--without-heartbeat"]
 
 
-class EmbeddedWorker:
-    """One `celery worker` child process consuming every stage queue."""
+class WorkerProcess:
+    """One `celery worker` process in a session of its own (so its whole process group can be
+    signalled), its output appended to log_file."""
 
-    def __init__(self, *, concurrency: int, queues=STAGE_QUEUES, name: str | None = None):
-        self.concurrency = concurrency
-        self.queues = ",".join(queues)
-        self.name = name or f"embedded-{os.getpid()}@%h"
+    def __init__(
+        self,
+        *,
+        queues: str,
+        name: str,
+        concurrency: int,
+        log_file: Path,
+        env: dict | None = None,
+        cwd: Path | None = None,
+        loglevel: str = "WARNING",
+        heartbeat: bool = False,
+    ):
+        self.queues, self.name, self.concurrency = queues, name, concurrency
+        self.log_file, self.env, self.cwd = log_file, env, cwd
+        self.loglevel, self.heartbeat = loglevel, heartbeat
         self.process: subprocess.Popen | None = None
-        self.restarts = 0
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def command(self) -> list[str]:
-        return worker_command(queues=self.queues, name=self.name, concurrency=self.concurrency)
+        return worker_command(
+            queues=self.queues,
+            name=self.name,
+            concurrency=self.concurrency,
+            loglevel=self.loglevel,
+            heartbeat=self.heartbeat,
+        )
 
     def start(self) -> None:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "crawlproject.settings"),
-        }
-        log_dir = settings.VAR_DIR / "log"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        with open(log_dir / "embedded-worker.log", "ab") as out:
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as out:
             self.process = subprocess.Popen(
                 self.command(),
-                cwd=settings.BASE_DIR,
-                env=env,
+                cwd=self.cwd or settings.BASE_DIR,
+                env=self.env,
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -57,6 +75,44 @@ class EmbeddedWorker:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def terminate(self) -> None:
+        """Ask for a warm shutdown: the main process only, its pool children finish their tasks."""
+        if self.alive():
+            self.process.terminate()
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the whole process group (main process and pool children) and reap the main process."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+        self.process.wait(30)
+
+    def stop(self, timeout: float = 30) -> None:
+        """Warm shutdown (finish running tasks), then kill whatever is left of the process group."""
+        if self.process is None:
+            return
+        self.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout)
+        self.kill()
+
+
+class EmbeddedWorker(WorkerProcess):
+    """One `celery worker` child process consuming every stage queue."""
+
+    def __init__(self, *, concurrency: int, queues=STAGE_QUEUES, name: str | None = None):
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "crawlproject.settings"),
+        }
+        super().__init__(
+            queues=",".join(queues),
+            name=name or f"embedded-{os.getpid()}@%h",
+            concurrency=concurrency,
+            log_file=settings.VAR_DIR / "log" / "embedded-worker.log",
+            env=env,
+        )
+        self.restarts = 0
 
     def keep_alive(self, *, stalled: bool = False) -> None:
         """Restart a worker that died, or that is alive but made no progress while work is owed
@@ -72,15 +128,3 @@ class EmbeddedWorker:
             return
         self.restarts += 1
         self.start()
-
-    def stop(self, timeout: float = 30) -> None:
-        """Warm shutdown (finish running tasks), then kill whatever is left of the process group."""
-        if self.process is None:
-            return
-        if self.alive():
-            self.process.terminate()  # the main process only: its pool children finish their tasks
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()

@@ -12,21 +12,43 @@ import pytest
 import redis
 from django.conf import settings
 
-from crawl.workers import worker_command
+from bench.sitegen import Site, site_plan
+from bench.truth import ground_truth
+from crawl.workers import WorkerProcess
 from tests.s3 import bucket, s3_endpoint  # noqa: F401 - fixtures shared by the storage and media tests
-from tests.site import SiteServer, build_site
+from tests.servers import SiteServer
 
 BASE_DIR = Path(settings.BASE_DIR)
 
 
+# Not linked from any page of the site: targets for the bad-input tests.
+UNLINKED = {
+    "/error500": (500, {"Content-Type": "text/html"}, b"<h1>oops</h1>"),
+    "/data.bin": (200, {"Content-Type": "application/octet-stream"}, bytes(range(256)) * 8),
+}
+
+
+def generated_site(n: int, seed: int = 7) -> Site:
+    """The generated site of n pages (bench.sitegen). Its ground truth is the same at any address:
+    SiteServer.generated serves it at its own."""
+    return site_plan(n=n, seed=seed, base_url="http://127.0.0.1")
+
+
 @pytest.fixture(scope="session")
 def site():
-    return build_site(300)
+    return generated_site(300)
+
+
+@pytest.fixture(scope="session")
+def truth(site):
+    return ground_truth(site)
 
 
 @pytest.fixture
 def site_server(site):
-    with SiteServer(site) as server:
+    server = SiteServer.generated(site)
+    server.site.files |= UNLINKED
+    with server:
         yield server
 
 
@@ -54,25 +76,22 @@ class Workers:
     def __init__(self, env: dict, log_dir: Path):
         self.env, self.log_dir, self.procs = env, log_dir, {}
 
-    def start(self, name: str, queues: str, concurrency: int = 2) -> subprocess.Popen:
-        cmd = worker_command(queues=queues, name=f"{name}@%h", concurrency=concurrency, loglevel="INFO", heartbeat=True)
-        log = open(self.log_dir / f"{name}.log", "ab")
-        proc = subprocess.Popen(
-            cmd,
-            cwd=BASE_DIR,
+    def start(self, name: str, queues: str, concurrency: int = 2) -> WorkerProcess:
+        worker = WorkerProcess(
+            queues=queues,
+            name=f"{name}@%h",
+            concurrency=concurrency,
+            log_file=self.log_dir / f"{name}.log",
             env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            loglevel="INFO",
+            heartbeat=True,
         )
-        self.procs[name] = proc
-        return proc
+        worker.start()
+        self.procs[name] = worker
+        return worker
 
     def kill(self, name: str, sig=signal.SIGKILL) -> None:
-        proc = self.procs.pop(name)
-        os.killpg(proc.pid, sig)
-        proc.wait(30)
+        self.procs.pop(name).kill(sig)
 
     def stop_all(self, *, warm: bool = False) -> None:
         """Stop every worker at once. At the end of a test its checks are made, so the process groups
@@ -81,16 +100,13 @@ class Workers:
         procs = list(self.procs.values())
         self.procs.clear()
         if warm:
-            for proc in procs:
-                proc.terminate()
-            for proc in procs:
+            for worker in procs:
+                worker.terminate()
+            for worker in procs:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(20)
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        for proc in procs:
-            proc.wait()
+                    worker.process.wait(20)
+        for worker in procs:
+            worker.kill()
 
 
 @pytest.fixture

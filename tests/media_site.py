@@ -1,12 +1,12 @@
 """A local site with images (one shared by 50 pages), a direct mp4, an HTML5 <video> page and an
-HLS stream, all made here (the videos by ffmpeg), served by tests.site.SiteServer."""
+HLS stream, all made here (the videos by ffmpeg), served by tests.servers.SiteServer."""
 
 import hashlib
 import random
 import subprocess
 from pathlib import Path
 
-from tests.site import Site
+from tests.servers import Site
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 

@@ -16,7 +16,7 @@ from console.models import ProjectAccess
 from crawl.models import Page, PageContent, PageVersion, Project
 from media.models import MediaAsset, PageAsset
 from scrape.models import Item, RuleSet
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 SHOP = (

@@ -8,11 +8,12 @@ from collections import Counter
 
 import pytest
 
+from bench.check import assert_complete, ledger_key
 from crawl.models import Page
 from media.models import MediaAsset
 from scrape.models import Item
 from tests.conftest import BASE_DIR, export_pages, last_json_line, run_manage
-from tests.ledger import assert_complete, ledger_key
+from tests.servers import SiteServer
 
 pytestmark = pytest.mark.integration
 
@@ -27,14 +28,14 @@ def crawl_args(url: str, project: str) -> list[str]:
 
 
 def test_it_runs_each_stage_on_its_own_queue_with_the_embedded_results(
-    site, site_server, workers, worker_env, tmp_path
+    truth, site_server, workers, worker_env, tmp_path
 ):
     start_stage_workers(workers)
     done = run_manage(crawl_args(site_server.url, "dist"), worker_env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert last_json_line(done.stdout)["completed"] is True
     rows = export_pages(worker_env, "dist")
-    assert_complete(rows, site, site_server.paths())
+    assert_complete(rows, truth, site_server.paths())
 
     pages = Page.objects.filter(project__slug="dist")
     assert set(pages.exclude(fetched_by="").values_list("fetched_by", flat=True)) == {f"fetch@{os.uname().nodename}"}
@@ -42,7 +43,7 @@ def test_it_runs_each_stage_on_its_own_queue_with_the_embedded_results(
         "extract"
     }
     assets = MediaAsset.objects.filter(project__slug="dist")
-    assert assets.count() == len(site.media)
+    assert assets.count() == truth["media_count"]
     assert {a.split("@")[0] for a in assets.values_list("downloaded_by", flat=True)} == {"download"}
 
     embedded_env = {k: v for k, v in worker_env.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
@@ -53,10 +54,8 @@ def test_it_runs_each_stage_on_its_own_queue_with_the_embedded_results(
     assert ledger_key(export_pages(embedded_env, "emb")) == ledger_key(rows)
 
 
-def test_it_completes_without_loss_after_a_fetch_worker_is_killed(site, workers, worker_env):
-    from tests.site import SiteServer
-
-    with SiteServer(site, delay=0.1) as server:
+def test_it_completes_without_loss_after_a_fetch_worker_is_killed(site, truth, workers, worker_env):
+    with SiteServer.generated(site, delay=0.1) as server:
         start_stage_workers(workers)
         crawl = subprocess.Popen(
             [sys.executable, "manage.py", *crawl_args(server.url, "kill")],
@@ -73,13 +72,13 @@ def test_it_completes_without_loss_after_a_fetch_worker_is_killed(site, workers,
         out, err = crawl.communicate(timeout=280)
         assert crawl.returncode == 0, out + err
         rows = export_pages(worker_env, "kill")
-        assert_complete(rows, site, server.paths())
+        assert_complete(rows, truth, server.paths())
 
     fetches = Counter(server.paths())
-    extra = sum(n - 1 for path, n in fetches.items() if path in site.pages)
+    extra = sum(n - 1 for path, n in fetches.items() if path in truth["pages"])
     print(f"\nkill test: {len(rows)} rows, {in_flight} leased at the kill, {extra} extra fetches")
     assert extra <= 2 * 50, "more refetches than the killed worker could have had in flight"
-    assert Item.objects.filter(page__project__slug="kill").count() == len(site.pages)
+    assert Item.objects.filter(page__project__slug="kill").count() == truth["n_pages"]
 
 
 def _wait_for(condition, proc, timeout: float = 120) -> None:

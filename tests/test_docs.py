@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BASE_DIR
-from tests.site import SiteServer, build_site
+from bench.truth import ground_truth
+from tests.conftest import BASE_DIR, generated_site
+from tests.servers import SiteServer
 
 DOCS = BASE_DIR / "docs"
 SETTINGS = BASE_DIR / "crawlproject" / "settings.py"
@@ -310,11 +311,11 @@ EXPORTED = re.compile(r"^(?P<project>\S+): exported (?P<n>\d+) pages as jsonl to
 def test_getting_started_runs_as_written(settings_reads, tmp_path):
     blocks = marked_blocks(GETTING_STARTED.read_text())
     assert blocks and EXAMPLE_URL in blocks[0].script, f"the first tested block crawls {EXAMPLE_URL}"
-    site = build_site(40)
+    site = generated_site(40)
     checkout = checkout_copy(tmp_path / "crawlhub")
     env = new_user_env(checkout / "var", set(settings_reads))
     outputs = []
-    with SiteServer(site) as server:
+    with SiteServer.generated(site) as server:
         for block in blocks:
             script = block.script.replace(EXAMPLE_URL, f"{server.url}/")
             others = set(re.findall(r"https?://[^\s\"']+", script)) - {f"{server.url}/"}
@@ -331,8 +332,10 @@ def test_getting_started_runs_as_written(settings_reads, tmp_path):
 
     summary = SUMMARY.search(everything)
     assert summary, everything[-3000:]
-    assert int(summary["done"]) >= len(site.pages), "every reachable page of the site was crawled"
-    assert int(summary["failed"]) == len(site.missing) + len(site.private), "404s and robots.txt refusals"
+    truth = ground_truth(site)
+    assert int(summary["done"]) >= truth["n_pages"], "every reachable page of the site was crawled"
+    failed = len(truth["broken_urls"]) + len(truth["disallowed_urls_linked"])
+    assert int(summary["failed"]) == failed, "404s and robots.txt refusals"
     assert not [p for p in requested if p.startswith("/private/")], "robots.txt was obeyed"
 
     exported = EXPORTED.search(everything)

@@ -15,9 +15,7 @@ from django.conf import settings
 
 from crawl import egress, netguard
 from crawl.fetcher import FetchLimits, fetch, make_client
-from tests.hostile import Victim
-from tests.proxy import ForwardProxy
-from tests.test_fetcher import LoopbackServer, answer
+from tests.servers import ForwardProxy, RawServer, Victim, answer
 
 QUICK = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=5, max_bytes=1024 * 1024)
 
@@ -58,7 +56,7 @@ def test_with_a_project_proxy_a_private_target_is_refused_and_the_proxy_sees_not
 
 def test_a_public_target_goes_through_the_project_proxy_with_its_credentials(public_host):
     proxy = ForwardProxy(username="crawler", password="p@ss:word")
-    with LoopbackServer(answer(body=b"through the proxy"), host=public_host) as site:
+    with RawServer(answer(body=b"through the proxy"), host=public_host) as site:
         [result] = fetch_all([site.url("/page")], proxy=proxy.url(credentials="crawler:p%40ss%3Aword"))
     proxy.close()
     assert (result.status_code, result.body, result.error_code) == (200, b"through the proxy", "")
@@ -70,7 +68,7 @@ def test_a_public_target_goes_through_the_project_proxy_with_its_credentials(pub
 
 def test_wrong_proxy_credentials_are_the_proxys_answer_not_a_silent_direct_connection(public_host):
     proxy = ForwardProxy(username="crawler", password="right")
-    with LoopbackServer(answer(body=b"x"), host=public_host) as site:
+    with RawServer(answer(body=b"x"), host=public_host) as site:
         [result] = fetch_all([site.url("/")], proxy=proxy.url(credentials="crawler:wrong"))
     proxy.close()
     assert result.status_code == 407
@@ -80,7 +78,7 @@ def test_wrong_proxy_credentials_are_the_proxys_answer_not_a_silent_direct_conne
 def test_a_tunnel_through_the_gate_and_the_project_proxy_reaches_the_checked_address(public_host):
     proxy = ForwardProxy()
     with (
-        LoopbackServer(answer(body=b"tunnelled"), host=public_host) as site,
+        RawServer(answer(body=b"tunnelled"), host=public_host) as site,
         egress.gate(allow_private=False, upstream=proxy.url()) as way_out,
     ):
         reply = _raw_tunnel(way_out.url, f"{public_host}:{site.port}", b"GET /t HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -127,7 +125,7 @@ def test_the_crawlers_own_servers_are_refused_even_with_allow_private():
 
 
 def test_a_loopback_server_is_fetched_with_allow_private():
-    with LoopbackServer(answer(body=b"intranet")) as site:
+    with RawServer(answer(body=b"intranet")) as site:
         [result] = fetch_all([site.url("/")], allow_private=True)
     assert (result.status_code, result.body) == (200, b"intranet")
 
@@ -157,8 +155,9 @@ def test_the_gate_answers_a_malformed_request_with_400_and_serves_nothing_else()
 
 
 def test_a_proxy_that_is_not_an_http_url_fails_each_request_and_nothing_goes_out_without_it(public_host):
-    with LoopbackServer(answer(body=b"x"), host=public_host) as site:
+    with RawServer(answer(body=b"x"), host=public_host) as site:
         [result] = fetch_all([site.url("/")], proxy="socks5://127.0.0.1:1080")
     assert result.error_code == "invalid_proxy"
     assert "http:// URL" in result.error_message
     assert site.accepted == 0
+

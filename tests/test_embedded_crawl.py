@@ -8,8 +8,9 @@ from collections import Counter
 
 import pytest
 
+from bench.check import assert_complete, canon_path
+from bench.truth import media_sha256
 from tests.conftest import BASE_DIR, last_json_line, run_manage
-from tests.ledger import assert_complete, path_of
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +21,7 @@ def embedded_env(tmp_path):
     return env | {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
 
 
-def test_it_crawls_every_reachable_page_once_with_make_crawl(site, site_server, embedded_env, tmp_path):
+def test_it_crawls_every_reachable_page_once_with_make_crawl(site, truth, site_server, embedded_env, tmp_path):
     done = subprocess.run(
         [
             "make",
@@ -38,22 +39,22 @@ def test_it_crawls_every_reachable_page_once_with_make_crawl(site, site_server, 
     assert done.returncode == 0, done.stdout + done.stderr
     summary = last_json_line(done.stdout)
     assert summary["project"] == "e2e" and summary["completed"] is True
-    assert summary["pages_failed"] == len(site.missing) + len(site.private)
-    assert summary["assets"] == len(site.media)
+    assert summary["pages_failed"] == len(truth["broken_urls"]) + len(truth["disallowed_urls_linked"])
+    assert summary["assets"] == truth["media_count"]
     assert {"pages_fetched", "seconds"} <= summary.keys()
 
     exported = run_manage(["export", "e2e"], embedded_env)
     rows = [json.loads(line) for line in exported.stdout.splitlines()]
-    assert_complete(rows, site, site_server.paths())
+    assert_complete(rows, truth, site_server.paths())
     fetched = Counter(site_server.paths())
-    assert [p for p in site.pages if fetched[p] != 1] == [], "a page was fetched more than once"
-    _assert_assets_stored(site, embedded_env, tmp_path / "var" / "assets")
+    assert [p for p in truth["pages"] if fetched[p] != 1] == [], "a page was fetched more than once"
+    _assert_assets_stored(media_sha256(site, truth), embedded_env, tmp_path / "var" / "assets")
 
 
-def _assert_assets_stored(site, env, media_root):
+def _assert_assets_stored(media: dict, env, media_root):
     exported = run_manage(["export", "e2e", "--what", "assets"], env)
     assets = [json.loads(line) for line in exported.stdout.splitlines()]
-    assert {path_of(a["url"]): a["sha256"] for a in assets} == site.media
+    assert {canon_path(a["url"]): a["sha256"] for a in assets} == media
     for asset in assets:
         assert asset["state"] == "done"
         assert hashlib.sha256((media_root / asset["storage_key"]).read_bytes()).hexdigest() == asset["sha256"]

@@ -9,7 +9,7 @@ from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create
 from scrape.decide import extract_page
 from scrape.models import Item, RuleSet
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 

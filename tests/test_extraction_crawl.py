@@ -2,16 +2,17 @@
 refetching), the ID scraper, JSON API mode with schema validation, a Python spider, and tryurl."""
 
 import json
+from urllib.parse import urlsplit
 
 import pytest
 
+from bench.check import canon_path
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset
 from scrape.models import Item, RuleSet
 from tests.conftest import run_manage
-from tests.ledger import path_of
-from tests.site import Site, SiteServer
+from tests.servers import NOT_FOUND, Site, SiteServer
 
 pytestmark = pytest.mark.integration
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -117,7 +118,7 @@ def test_the_id_scraper_turns_ids_into_download_jobs(workers, worker_env):
         RuleSet.objects.create(project=project, name="ids", spec=spec)
         start(workers)
         crawl(worker_env, f"{server.url}/", "ids")
-    downloads = {path_of(a.url): a for a in MediaAsset.objects.filter(project__slug="ids", kind="file")}
+    downloads = {canon_path(a.url): a for a in MediaAsset.objects.filter(project__slug="ids", kind="file")}
     assert set(downloads) == {f"/files/{n}.zip" for n in (10, 11, 12, 20, 21, 22)}
     assert {a.state for a in downloads.values()} == {"done"}
 
@@ -133,9 +134,11 @@ def api_site() -> Site:
         2: [{"id": 3, "attributes": {"name": "c", "price": 3}}, {"id": 4, "attributes": {"price": 4}}],
         3: [{"id": 5, "attributes": {"name": "e", "price": 5}}],
     }
+    answers = {}
     for n, records in pages.items():
         doc = {"data": records, "links": {"next": f"/api/items?page={n + 1}" if n < 3 else None}}
-        site.files[f"/api/items-{n}"] = (200, JSON, json.dumps(doc).encode())
+        answers[f"page={n}"] = (200, JSON, json.dumps(doc).encode())
+    site.files["/api/items"] = lambda request: answers.get(urlsplit(request.path).query, NOT_FOUND)
     return site
 
 
@@ -151,23 +154,8 @@ API_CONFIG = {
 }
 
 
-class ApiServer(SiteServer):
-    """Serves /api/items?page=N from /api/items-N (SiteServer ignores query strings)."""
-
-    def _handler(self):
-        base = super()._handler()
-
-        class Handler(base):
-            def do_GET(self):  # noqa: N802
-                if self.path.startswith("/api/items?page="):
-                    self.path = "/api/items-" + self.path.rsplit("=", 1)[1]
-                return super().do_GET()
-
-        return Handler
-
-
 def test_a_json_api_project_keeps_valid_and_invalid_records_with_their_errors(workers, worker_env):
-    with ApiServer(api_site()) as server:
+    with SiteServer(api_site()) as server:
         project_get_or_create(name="api", allow_private=True, api_config=API_CONFIG)
         start(workers)
         crawl(worker_env, f"{server.url}/api/items?page=1", "api")
@@ -195,7 +183,7 @@ def test_a_spider_with_two_routes_handles_two_page_kinds_in_one_crawl(workers, w
     assert [i for i in items if i["kind"] == "category"] == [{"kind": "category", "name": "Category 1", "products": 3}]
     assert sorted(i["title"] for i in items if i["kind"] == "product") == ["Product 10", "Product 11", "Product 12"]
     images = MediaAsset.objects.filter(project__slug="spider")
-    assert {path_of(a.url) for a in images} == {"/img/10.jpg", "/img/11.jpg", "/img/12.jpg"}
+    assert {canon_path(a.url) for a in images} == {"/img/10.jpg", "/img/11.jpg", "/img/12.jpg"}
 
 
 def test_tryurl_prints_the_whole_extraction_and_writes_nothing(worker_env):

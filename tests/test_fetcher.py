@@ -1,6 +1,6 @@
 """crawl.netguard, crawl.fetcher and media.downloader against real TCP servers on 127.0.0.1.
 
-Each server is a plain socket in a thread that writes raw HTTP/1.1 bytes, so a test can send what
+Each server is a tests.servers.RawServer writing raw HTTP/1.1 bytes, so a test can send what
 no well-behaved server would: lying Content-Length, gzip bombs, silence, a trickle.
 """
 
@@ -8,7 +8,6 @@ import asyncio
 import hashlib
 import os
 import socket
-import threading
 import time
 import zlib
 
@@ -17,79 +16,12 @@ import pytest
 from crawl.fetcher import FetchLimits, FetchResponse, fetch, is_transient, make_client
 from crawl.netguard import address_is_public
 from media.downloader import Download, download
+from tests import servers
+from tests.servers import RawServer, answer, head, read_request_head, silent, tls_context, trickle
 
 HEADERS = {"User-Agent": "crawlhub-tests/1.0"}
 QUICK = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=5, max_bytes=1024 * 1024)
 MB = 1024 * 1024
-
-
-class LoopbackServer:
-    """Accepts on 127.0.0.1 (or host) and hands each connection to `reply(conn, server)` in its own thread."""
-
-    def __init__(self, reply, host: str = "127.0.0.1"):
-        self.reply, self.host = reply, host
-        self.listener = socket.create_server((host, 0))
-        self.listener.settimeout(0.05)
-        self.port = self.listener.getsockname()[1]
-        self.accepted = 0
-        self.requests: list[bytes] = []
-        self.stopping = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def url(self, path: str = "/") -> str:
-        return f"http://{self.host}:{self.port}{path}"
-
-    def __enter__(self) -> "LoopbackServer":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stopping.set()
-        self._thread.join(5)
-        self.listener.close()
-
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            self.accepted += 1
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(5)
-            try:
-                self.requests.append(read_request_head(conn))
-                self.reply(conn, self)
-            except OSError:
-                pass  # the client hung up first: cap reached, timeout, or it read all it wanted
-
-
-def read_request_head(conn: socket.socket) -> bytes:
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = conn.recv(4096)
-        if not chunk:
-            break
-        head += chunk
-    return head
-
-
-def response_head(status: str, headers: dict) -> bytes:
-    lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers.items()), "", ""]
-    return "\r\n".join(lines).encode()
-
-
-def answer(status: str = "200 OK", body: bytes = b"", **headers):
-    """A reply sending one complete response with an honest Content-Length, then closing."""
-    headers = {"Content-Type": "text/html", "Content-Length": str(len(body)), "Connection": "close", **headers}
-
-    def reply(conn, server):
-        conn.sendall(response_head(status, {k.replace("_", "-"): v for k, v in headers.items()}) + body)
-
-    return reply
 
 
 def run_fetch(url: str, *, allow_private: bool = True, limits: FetchLimits = QUICK) -> FetchResponse:
@@ -130,9 +62,7 @@ def unused_port() -> int:
 @pytest.fixture(scope="module")
 def gzip_bomb() -> bytes:
     """50 MB of zeros, gzipped to about 50 KB."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    zeros = bytes(MB)
-    return b"".join(packer.compress(zeros) for _ in range(50)) + packer.flush()
+    return servers.gzip_bomb(50 * MB)
 
 
 # --- netguard -------------------------------------------------------------------------------------
@@ -188,7 +118,7 @@ def test_it_blocks_a_loopback_server_without_ever_connecting(host):
 
 def test_it_fetches_a_loopback_server_when_private_addresses_are_allowed():
     page = b"<html><title>hello</title></html>"
-    with LoopbackServer(answer(body=page, Content_Type="text/html; charset=utf-8", X_Trace="abc")) as server:
+    with RawServer(answer(body=page, Content_Type="text/html; charset=utf-8", X_Trace="abc")) as server:
         result = run_fetch(server.url("/page?x=1"))
     assert (result.status_code, result.error_code, result.body) == (200, "", page)
     assert result.content_type == "text/html"
@@ -202,7 +132,7 @@ def test_it_fetches_a_loopback_server_when_private_addresses_are_allowed():
 
 
 def test_it_refuses_a_body_whose_content_length_exceeds_the_cap():
-    with LoopbackServer(answer(body=bytes(2 * MB))) as server:
+    with RawServer(answer(body=bytes(2 * MB))) as server:
         result = run_fetch(server.url())
     assert result.error_code == "body_too_large"
     assert result.body == b""
@@ -210,41 +140,41 @@ def test_it_refuses_a_body_whose_content_length_exceeds_the_cap():
 
 def test_it_caps_a_body_without_content_length():
     def close_delimited(conn, server):
-        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Connection": "close"}))
+        conn.sendall(head(Content_Type="text/html", Connection="close"))
         for _ in range(3):
             conn.sendall(bytes(MB))
 
-    with LoopbackServer(close_delimited) as server:
+    with RawServer(close_delimited) as server:
         result = run_fetch(server.url())
     assert result.error_code == "body_too_large"
 
 
 def test_it_caps_a_chunked_body():
     def chunked(conn, server):
-        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Transfer-Encoding": "chunked"}))
+        conn.sendall(head(Content_Type="text/html", Transfer_Encoding="chunked"))
         for _ in range(40):
             conn.sendall(b"10000\r\n" + bytes(0x10000) + b"\r\n")
         conn.sendall(b"0\r\n\r\n")
 
-    with LoopbackServer(chunked) as server:
+    with RawServer(chunked) as server:
         result = run_fetch(server.url())
     assert result.error_code == "body_too_large"
 
 
 def test_it_does_not_trust_a_small_content_length_with_a_huge_body():
     def lying(conn, server):
-        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Content-Length": "100"}))
+        conn.sendall(head(Content_Type="text/html", Content_Length=100))
         for _ in range(5):
             conn.sendall(bytes(MB))
 
-    with LoopbackServer(lying) as server:
+    with RawServer(lying) as server:
         result = run_fetch(server.url())
     # framing stops at the declared 100 bytes: the rest is never read into the body
     assert (result.status_code, result.error_code, len(result.body)) == (200, "", 100)
 
 
 def test_it_caps_a_gzip_bomb_by_its_decoded_size_and_quickly(gzip_bomb):
-    with LoopbackServer(answer(body=gzip_bomb, Content_Encoding="gzip")) as server:
+    with RawServer(answer(body=gzip_bomb, Content_Encoding="gzip")) as server:
         started = time.monotonic()
         result = run_fetch(server.url())
     assert len(gzip_bomb) < QUICK.max_bytes  # the declared size alone would have let it through
@@ -255,7 +185,7 @@ def test_it_caps_a_gzip_bomb_by_its_decoded_size_and_quickly(gzip_bomb):
 def test_it_inflates_a_gzip_bomb_in_small_steps_so_memory_stays_bounded(gzip_bomb):
     import tracemalloc
 
-    with LoopbackServer(answer(body=gzip_bomb, Content_Encoding="gzip")) as server:
+    with RawServer(answer(body=gzip_bomb, Content_Encoding="gzip")) as server:
         tracemalloc.start()
         result = run_fetch(server.url())
         peak = tracemalloc.get_traced_memory()[1]
@@ -265,14 +195,14 @@ def test_it_inflates_a_gzip_bomb_in_small_steps_so_memory_stays_bounded(gzip_bom
 
 
 def test_it_refuses_a_content_encoding_it_did_not_ask_for():
-    with LoopbackServer(answer(body=b"\x8b\x00garbage", Content_Encoding="br")) as server:
+    with RawServer(answer(body=b"\x8b\x00garbage", Content_Encoding="br")) as server:
         result = run_fetch(server.url())
     assert result.error_code == "decoding_error"
 
 
 def test_it_decodes_a_gzip_body_under_the_cap():
     page = b"<html>" + b"<p>hello</p>" * 1000 + b"</html>"
-    with LoopbackServer(answer(body=zlib.compress(page, wbits=31), Content_Encoding="gzip")) as server:
+    with RawServer(answer(body=zlib.compress(page, wbits=31), Content_Encoding="gzip")) as server:
         result = run_fetch(server.url())
     assert (result.error_code, result.body) == ("", page)
 
@@ -281,11 +211,8 @@ def test_it_decodes_a_gzip_body_under_the_cap():
 
 
 def test_it_gives_up_on_a_server_that_never_answers_with_read_timeout():
-    def silent(conn, server):
-        server.stopping.wait(10)
-
     limits = FetchLimits(connect_timeout=1, read_timeout=1, total_timeout=5, max_bytes=MB)
-    with LoopbackServer(silent) as server:
+    with RawServer({"/": silent}) as server:
         result = run_fetch(server.url(), limits=limits)
     assert result.error_code == "read_timeout"
     assert result.elapsed < 4
@@ -293,13 +220,8 @@ def test_it_gives_up_on_a_server_that_never_answers_with_read_timeout():
 
 
 def test_it_gives_up_on_a_trickling_server_with_total_timeout():
-    def trickle(conn, server):
-        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Transfer-Encoding": "chunked"}))
-        while not server.stopping.wait(0.2):
-            conn.sendall(b"1\r\nx\r\n")
-
     limits = FetchLimits(connect_timeout=1, read_timeout=1, total_timeout=1.5, max_bytes=MB)
-    with LoopbackServer(trickle) as server:
+    with RawServer({"/": trickle(every=0.2)}) as server:
         result = run_fetch(server.url(), limits=limits)
     assert result.error_code == "total_timeout"
     assert result.elapsed < 4
@@ -319,7 +241,7 @@ def test_it_reports_an_unresolvable_host_as_dns_error(allow_private):
 
 
 def test_it_reports_a_garbage_answer_as_protocol_error():
-    with LoopbackServer(lambda conn, server: conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")) as server:
+    with RawServer(lambda conn, server: conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")) as server:
         result = run_fetch(server.url())
     assert result.error_code == "protocol_error"
 
@@ -336,7 +258,7 @@ def test_it_reports_a_garbage_answer_as_protocol_error():
     ],
 )
 def test_it_reports_a_redirect_without_following_it(location, expected):
-    with LoopbackServer(answer("301 Moved Permanently", Location=location)) as server:
+    with RawServer(answer("301 Moved Permanently", Location=location)) as server:
         result = run_fetch(server.url("/dir/page.html"))
     origin = f"http://127.0.0.1:{server.port}"
     assert (result.status_code, result.error_code) == (301, "")
@@ -346,7 +268,7 @@ def test_it_reports_a_redirect_without_following_it(location, expected):
 
 
 def test_it_returns_an_error_status_with_its_body_and_no_error_code():
-    with LoopbackServer(answer("503 Service Unavailable", body=b"busy", Retry_After="30")) as server:
+    with RawServer(answer("503 Service Unavailable", body=b"busy", Retry_After="30")) as server:
         result = run_fetch(server.url())
     assert (result.status_code, result.body, result.error_code) == (503, b"busy", "")
     assert result.headers["retry-after"] == "30"
@@ -384,7 +306,7 @@ def tmp_dir(tmp_path):
 
 def test_it_downloads_into_a_temp_file_with_its_sha256(tmp_dir):
     data = os.urandom(300_000)
-    with LoopbackServer(answer(body=data, Content_Type="image/jpeg; q=1")) as server:
+    with RawServer(answer(body=data, Content_Type="image/jpeg; q=1")) as server:
         result = run_download(server.url("/media/a.jpg"), tmp_dir)
     assert (result.error_code, result.status_code, result.size, result.mime) == ("", 200, len(data), "image/jpeg")
     assert result.sha256 == hashlib.sha256(data).hexdigest()
@@ -400,14 +322,14 @@ def test_it_follows_redirects_when_downloading(tmp_dir):
         first = len(server.requests) == 1
         answer("302 Found", Location="/media/real.mp4")(conn, server) if first else answer(body=data)(conn, server)
 
-    with LoopbackServer(moved_then_file) as server:
+    with RawServer(moved_then_file) as server:
         result = run_download(server.url("/media/old.mp4"), tmp_dir)
     assert (result.error_code, result.status_code, result.sha256) == ("", 200, hashlib.sha256(data).hexdigest())
     assert server.requests[1].startswith(b"GET /media/real.mp4 ")
 
 
 def test_it_removes_the_temp_file_when_the_download_exceeds_the_cap(tmp_dir):
-    with LoopbackServer(answer(body=os.urandom(300_000))) as server:
+    with RawServer(answer(body=os.urandom(300_000))) as server:
         result = run_download(server.url("/media/big.jpg"), tmp_dir, limits=FetchLimits(max_bytes=100_000))
     assert result.error_code == "body_too_large"
     assert result.path == ""
@@ -415,14 +337,14 @@ def test_it_removes_the_temp_file_when_the_download_exceeds_the_cap(tmp_dir):
 
 
 def test_it_reports_http_404_and_leaves_no_file(tmp_dir):
-    with LoopbackServer(answer("404 Not Found", body=b"<h1>missing</h1>")) as server:
+    with RawServer(answer("404 Not Found", body=b"<h1>missing</h1>")) as server:
         result = run_download(server.url("/media/gone.jpg"), tmp_dir)
     assert (result.error_code, result.status_code, result.path) == ("http_404", 404, "")
     assert os.listdir(tmp_dir) == []
 
 
 def test_it_gives_up_on_a_redirect_loop_and_leaves_no_file(tmp_dir):
-    with LoopbackServer(answer("301 Moved Permanently", Location="/media/loop.jpg")) as server:
+    with RawServer(answer("301 Moved Permanently", Location="/media/loop.jpg")) as server:
         result = run_download(server.url("/media/loop.jpg"), tmp_dir)
     assert result.error_code == "too_many_redirects"
     assert os.listdir(tmp_dir) == []
@@ -445,33 +367,30 @@ def test_it_fetches_over_tls_through_the_guarded_backend_and_reuses_the_connecti
     import httpcore
 
     from crawl.netguard import GuardedBackend, SocketCachedStream
-    from tests.hostile import tls_context
 
     server_context = tls_context(tmp_path, expired=False)
     client_context = ssl.create_default_context(cafile=str(tmp_path / "cert-False.pem"))
-    with socket.create_server(("127.0.0.2", 0)) as listener:
-        port = listener.getsockname()[1]
-        threading.Thread(target=_serve_keep_alive, args=(listener, server_context, 2), daemon=True).start()
+    with RawServer(_keep_alive, host="127.0.0.2", tls=server_context) as server:
+        port = server.port
 
         async def two_requests():
             backend = GuardedBackend(allow_private=True)
             async with httpcore.AsyncConnectionPool(ssl_context=client_context, network_backend=backend) as pool:
                 first = await pool.request("GET", f"https://127.0.0.2:{port}/one")
                 streams = [c._connection._network_stream for c in pool.connections]
-                second = await pool.request("GET", f"https://127.0.0.2:{port}/two")  # the server accepts once
+                second = await pool.request("GET", f"https://127.0.0.2:{port}/two")
                 return first, second, streams
 
         first, second, streams = asyncio.run(two_requests())
     assert (first.status, first.content, second.content) == (200, b"/one", b"/two")
     assert len(streams) == 1 and isinstance(streams[0], SocketCachedStream)
+    assert server.accepted == 1, "the second request came over the first connection"
 
 
-def _serve_keep_alive(listener: socket.socket, context, requests: int) -> None:
-    conn, _ = listener.accept()
-    with context.wrap_socket(conn, server_side=True) as tls:
-        for _ in range(requests):
-            request = b""
-            while b"\r\n\r\n" not in request:
-                request += tls.recv(4096)
-            path = request.split(b" ", 2)[1]
-            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(path), path))
+def _keep_alive(conn, server) -> None:
+    """Answers the request read and one more on the same connection, each with its path."""
+    request = server.requests[-1]
+    for _ in range(2):
+        path = request.split(b" ", 2)[1]
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(path), path))
+        request = read_request_head(conn)

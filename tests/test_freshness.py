@@ -22,7 +22,7 @@ from crawl.services.fetching import pages_fetch
 from crawl.services.freshness import revisit
 from crawl.services.projects import project_get_or_create, seeds_add
 from scrape.services import pages_extract
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 

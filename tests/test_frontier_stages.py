@@ -14,7 +14,7 @@ from crawl.services.projects import project_get_or_create, seeds_add
 from media.models import MediaAsset
 from scrape.models import Item, RuleSet
 from tests.conftest import last_json_line, run_manage
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.integration
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -32,7 +32,6 @@ def hub_site(names: list[str], extra: dict | None = None) -> Site:
     for name in names:
         site.files[f"/{name}.html"] = html(f"<p>page {name}</p>")
     site.files.update(extra or {})
-    site.pages = {"/", *(f"/{n}.html" for n in names)}
     return site
 
 

@@ -12,8 +12,7 @@ from django.conf import settings
 
 from crawl.netguard import allow_networks
 from media.gallerydl import gallerydl_available, gallerydl_download
-from tests.hostile import Victim
-from tests.test_fetcher import LoopbackServer, answer
+from tests.servers import RawServer, Victim, answer
 
 URL = "http://127.0.0.1:9/gallery/1"
 FAKE = """#!{python}
@@ -168,7 +167,7 @@ def test_every_host_it_fetches_from_passes_the_gate(fake_gallerydl, tmp_dir, mon
     victim = Victim()
     allow_networks(["127.0.0.2/32"])
     try:
-        with LoopbackServer(answer(body=b"image bytes"), host="127.0.0.2") as public:
+        with RawServer(answer(body=b"image bytes"), host="127.0.0.2") as public:
             monkeypatch.setenv("FAKE_GDL_MORE", f"http://127.0.0.1:{victim.port}/secret")
             [result] = gallerydl_download(
                 public.url("/first"),

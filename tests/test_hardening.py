@@ -24,7 +24,7 @@ from scrape.models import Item, RuleSet
 from scrape.rules import RuleError, compile_rules
 from scrape.services import items_store
 from tests.conftest import run_manage
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 SLOW = "(a|aa)+$"  # passes validation (no nested repeat), yet backtracks exponentially on "aaa...!"

@@ -8,7 +8,7 @@ import pytest
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from tests.conftest import run_manage
-from tests.hostile import HostileServer, Victim, endless_chunked, gzip_bomb, head, html, silent, tls_context, trickle
+from tests.servers import RawServer, Victim, endless_chunked, gzip_bomb, head, html, send, silent, tls_context, trickle
 
 pytestmark = pytest.mark.integration
 GOOD = b"<html><head><title>fine</title></head><body>ok</body></html>"
@@ -18,10 +18,7 @@ LAUGHS = (
     b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>&lol3;</loc></url></urlset>'
 )
 TOTAL_TIMEOUT = 8  # tests/settings.py: CRAWL_TOTAL_TIMEOUT
-
-
-def send(data: bytes):
-    return lambda conn: conn.sendall(data)
+HOST = "127.0.0.2"  # allowed through CRAWL_ALLOWED_NETWORKS
 
 
 def main_routes(victim_port: int) -> dict:
@@ -37,7 +34,7 @@ def main_routes(victim_port: int) -> dict:
         "/bomb": send(head(Content_Type="text/html", Content_Encoding="gzip", Content_Length=len(BOMB)) + BOMB),
         "/brbomb": send(head(Content_Type="text/html", Content_Encoding="br", Content_Length=4) + b"\x1b\xff\xff\x0f"),
         "/silent": silent,
-        "/trickle": trickle,
+        "/trickle": trickle(),
         "/badcharset": send(
             html(b"<html><title>caf\xe9 \xff\xfe</title><body>x</body></html>").replace(
                 b"text/html", b"text/html; charset=x-no-such-charset"
@@ -54,21 +51,21 @@ def main_routes(victim_port: int) -> dict:
 BOMB = gzip_bomb()
 
 
-def robots_server(robots) -> HostileServer:
-    return HostileServer({"/robots.txt": robots, "/ok": send(html(GOOD)), "/blocked": send(html(GOOD))})
+def robots_server(robots) -> RawServer:
+    return RawServer(host=HOST, reply={"/robots.txt": robots, "/ok": send(html(GOOD)), "/blocked": send(html(GOOD))})
 
 
 def test_every_bad_input_ends_with_its_error_code_and_the_workers_keep_going(workers, worker_env, tmp_path):
     victim = Victim()
     huge = b"User-agent: *\nDisallow: /blocked\n" + b"# filler line of a huge robots.txt\n" * 60_000
     servers = {
-        "main": HostileServer(main_routes(victim.port)),
+        "main": RawServer(main_routes(victim.port), host=HOST),
         "robots_huge": robots_server(send(head(Content_Type="text/plain", Content_Length=len(huge)) + huge)),
         "robots_latin1": robots_server(send(html(b"User-agent: *\nDisallow: /caf\xe9\nDisallow: /blocked\n"))),
         "robots_500": robots_server(send(html(b"oops", "500 Internal Server Error"))),
         "robots_timeout": robots_server(silent),
-        "tls_self_signed": HostileServer({"/": send(html(GOOD))}, tls=tls_context(tmp_path, expired=False)),
-        "tls_expired": HostileServer({"/": send(html(GOOD))}, tls=tls_context(tmp_path, expired=True)),
+        "tls_self_signed": RawServer({"/": send(html(GOOD))}, host=HOST, tls=tls_context(tmp_path, expired=False)),
+        "tls_expired": RawServer({"/": send(html(GOOD))}, host=HOST, tls=tls_context(tmp_path, expired=True)),
     }
     base = {name: server.base for name, server in servers.items()}
     m = base["main"]
@@ -123,7 +120,7 @@ def test_every_bad_input_ends_with_its_error_code_and_the_workers_keep_going(wor
             timeout=240,
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        alive = {name: proc.poll() is None for name, proc in workers.procs.items()}
+        alive = {name: worker.alive() for name, worker in workers.procs.items()}
     finally:
         victim.close()
         for server in servers.values():

@@ -5,11 +5,11 @@ import gzip
 
 import pytest
 
+from bench.check import canon_path
 from crawl.models import Page, Seed
 from crawl.services.projects import project_get_or_create
 from tests.conftest import last_json_line, run_manage
-from tests.ledger import path_of
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.integration
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -85,7 +85,7 @@ def test_a_sitemap_index_with_gzipped_children_and_an_rss_feed_seed_every_listed
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert last_json_line(done.stdout)["pages_failed"] == 0
-    pages = {path_of(p.url): p for p in Page.objects.filter(project__slug="listings")}
+    pages = {canon_path(p.url): p for p in Page.objects.filter(project__slug="listings")}
     assert {p for p, row in pages.items() if row.kind == "page" and row.state == "done"} == LISTED | NEWS
     assert {p for p, row in pages.items() if row.kind == "sitemap"} == {
         "/sitemap_index.xml",
@@ -108,7 +108,7 @@ def test_robots_sitemaps_are_offered_and_followed_when_the_project_says_so(listi
         )
         assert done.returncode == 0, done.stdout + done.stderr
     followed = {
-        path_of(u) for u in Page.objects.filter(project__slug="follow", state="done").values_list("url", flat=True)
+        canon_path(u) for u in Page.objects.filter(project__slug="follow", state="done").values_list("url", flat=True)
     }
     assert followed >= LISTED
     offer_only = set(Page.objects.filter(project__slug="offer-only").values_list("url", flat=True))

@@ -16,8 +16,8 @@ import structlog
 
 from crawl.logging import logging_config
 from crawl.models import Project
-from tests.conftest import BASE_DIR, Workers, last_json_line, run_manage
-from tests.site import SiteServer, build_site
+from tests.conftest import BASE_DIR, Workers, generated_site, last_json_line, run_manage
+from tests.servers import SiteServer
 
 STAGES = ("fetch", "extract", "download")
 # A record rendered by a text formatter: ours (plain) or Celery's own.
@@ -32,7 +32,7 @@ def json_workers(worker_env, broker, tmp_path):
 
 
 def crawl_tiny_site(env: dict) -> dict:
-    with SiteServer(build_site(20)) as server:
+    with SiteServer.generated(generated_site(20)) as server:
         args = ["crawl", f"{server.url}/", "--allow-private", "--json", "--workers", "0", "--project", "logs"]
         done = run_manage(args, env)
     assert done.returncode == 0, done.stdout + done.stderr

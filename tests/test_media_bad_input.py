@@ -2,9 +2,7 @@
 no temp file left, nothing partial stored; a storage outage is retried and then succeeds."""
 
 import socket
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.test import override_settings
@@ -16,65 +14,37 @@ from media.models import MediaAsset
 from media.services import assets_download
 from media.storage import key_for, list_keys
 from tests.s3 import s3_storages
+from tests.servers import RawServer, head, send
 
 CAP = 50_000
 MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(2000)
 
 
-class HostileHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
+def reply(body: bytes, content_type: str = "video/mp4", length: int | None = None, **headers) -> bytes:
+    """An HTTP/1.0 answer; without a length the body ends when the connection closes."""
+    if length is not None:
+        headers["Content_Length"] = length
+    return head("200 OK", Content_Type=content_type, **headers).replace(b"HTTP/1.1", b"HTTP/1.0", 1) + body
 
-    def do_GET(self):
-        getattr(self, "serve_" + self.path.strip("/").replace("-", "_"), self.serve_missing)()
 
-    def reply(self, body: bytes, content_type="video/mp4", length: int | None = None, extra=()):
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        if length is not None:
-            self.send_header("Content-Length", str(length))
-        for name, value in extra:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def serve_big_declared(self):
-        self.reply(bytes(CAP * 3), length=CAP * 3)
-
-    def serve_big_undeclared(self):  # no Content-Length: the body ends when the connection closes
-        self.reply(bytes(CAP * 3))
-
-    def serve_short_body(self):  # claims more than it sends, then hangs up
-        self.reply(MP4, length=len(MP4) * 10)
-
-    def serve_evil_name(self):
-        evil = 'attachment; filename="../../../etc/passwd\x07.mp4"'
-        self.reply(MP4, length=len(MP4), extra=[("Content-Disposition", evil)])
-
-    def serve_error_page(self):
-        page = b"<!DOCTYPE html><html><body><h1>Video unavailable</h1></body></html>"
-        self.reply(page, content_type="video/mp4", length=len(page))
-
-    def serve_no_video(self):
-        page = b"<html><body><p>Nothing to see here.</p></body></html>"
-        self.reply(page, content_type="text/html", length=len(page))
-
-    def serve_good(self):
-        self.reply(MP4, length=len(MP4))
-
-    def serve_missing(self):
-        self.send_error(404)
-
-    def log_message(self, *args):
-        pass
+ERROR_PAGE = b"<!DOCTYPE html><html><body><h1>Video unavailable</h1></body></html>"
+NO_VIDEO = b"<html><body><p>Nothing to see here.</p></body></html>"
+EVIL_NAME = 'attachment; filename="../../../etc/passwd\x07.mp4"'
+ROUTES = {
+    "/big-declared": send(reply(bytes(CAP * 3), length=CAP * 3)),
+    "/big-undeclared": send(reply(bytes(CAP * 3))),  # no Content-Length: the body ends when the connection closes
+    "/short-body": send(reply(MP4, length=len(MP4) * 10)),  # claims more than it sends, then hangs up
+    "/evil-name": send(reply(MP4, length=len(MP4), Content_Disposition=EVIL_NAME)),
+    "/error-page": send(reply(ERROR_PAGE, length=len(ERROR_PAGE))),
+    "/no-video": send(reply(NO_VIDEO, content_type="text/html", length=len(NO_VIDEO))),
+    "/good": send(reply(MP4, length=len(MP4))),
+}
 
 
 @pytest.fixture
 def hostile_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), HostileHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with RawServer(ROUTES) as server:
+        yield server.base
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from console.metrics import OTHER_HOSTS, TOP_HOSTS
 from crawl.models import Page, Project
 from media.models import MediaAsset
-from tests.conftest import BASE_DIR, last_json_line
-from tests.site import SiteServer, build_site
+from tests.conftest import BASE_DIR, generated_site, last_json_line
+from tests.servers import SiteServer
 
 TOKEN = "metrics-test-token"
 
@@ -158,7 +158,7 @@ def test_it_follows_a_distributed_crawl_over_http(live_server, workers, worker_e
     # A closed client ends the live server's keep-alive thread and with it its database connection.
     with (
         httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as scrape,
-        SiteServer(build_site(60), delay=0.05) as server,
+        SiteServer.generated(generated_site(60), delay=0.05) as server,
     ):
         crawl = subprocess.Popen(
             [sys.executable, "manage.py", *args, f"{server.url}/"],

@@ -17,7 +17,7 @@ from crawl.urls import url_key
 from media.models import MediaAsset
 from scrape.models import Item
 from scrape.sinks.models import Sink
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import pytest
 from crawl.models import Page, PageContent
 from scrape.models import Item
 from tests.conftest import last_json_line, run_manage
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.integration
 HTML = {"Content-Type": "text/html; charset=utf-8"}

@@ -6,12 +6,12 @@ from collections import Counter
 
 import pytest
 
+from bench.check import canon_path
 from crawl.frontier.schedule import pages_dispatch
 from crawl.models import Page, PageVersion
 from crawl.services.projects import project_get_or_create
 from tests.conftest import run_manage
-from tests.ledger import path_of
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.integration
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -62,7 +62,7 @@ def test_a_changed_hub_is_seen_quickly_and_quiet_pages_are_fetched_less(workers,
     new_page = Page.objects.get(project=project, url__endswith="/new.html")
     first_new_fetch = min(t for t, p in window if p == "/new.html")
     new_after = first_new_fetch - stored.fetched_at.timestamp()
-    fetches = Counter(path_of(p) for _, p in window)
+    fetches = Counter(canon_path(p) for _, p in window)
     fixed = RUN_SECONDS / MIN_SECONDS
     adaptive = sum(fetches[p] for p in quiet) / len(quiet)
     print(

@@ -4,10 +4,8 @@ import contextlib
 import os
 import shutil
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -15,68 +13,20 @@ from django.conf import settings
 
 from crawl import netguard
 from crawl.render import Renderer
+from tests.servers import Site, SiteServer, hang
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="chromium is not installed (run scripts/system-deps.sh)"
 )
 
-HANG = "hang"  # a route that never answers
 HTML = {"Content-Type": "text/html"}
 AGENT = "crawlhub-tests/1.0"
 
 
-class CountingServer(ThreadingHTTPServer):
-    """Serves `routes` (path -> (status, headers, body) or HANG) and counts connections and requests."""
-
-    daemon_threads = True
-
-    def __init__(self, routes: dict, host: str = "127.0.0.1", port: int = 0):
-        self.routes, self.connections, self.paths = routes, 0, []
-        self.release = threading.Event()
-        super().__init__((host, port), _Handler)
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
-
-    def url(self, path: str = "/") -> str:
-        return f"http://{self.server_address[0]}:{self.port}{path}"
-
-    def get_request(self):
-        request = super().get_request()
-        self.connections += 1
-        return request
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.server.paths.append(self.path)
-        route = self.server.routes.get(self.path, (404, {}, b"not found"))
-        if route == HANG:
-            self.server.release.wait(30)
-            return
-        status, headers, body = route
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @contextlib.contextmanager
-def serve(routes: dict, host: str = "127.0.0.1", port: int = 0) -> Iterator[CountingServer]:
-    server = CountingServer(routes, host, port)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+def serve(routes: dict, host: str = "127.0.0.1", port: int = 0) -> Iterator[SiteServer]:
+    with SiteServer(Site(routes), host=host, port=port, keep_alive=False) as server:
         yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
 
 
 def page(html: str) -> tuple:
@@ -108,8 +58,8 @@ SCRIPTED = page("<body><p>static</p><script>document.body.innerHTML += '<a href=
 
 def test_it_renders_links_that_scripts_insert(renderer):
     with serve({"/": SCRIPTED}) as a:
-        rendered = render(renderer, a.url())
-        plain = httpx.get(a.url())
+        rendered = render(renderer, a.url + "/")
+        plain = httpx.get(a.url + "/")
     assert rendered.error_code == "", rendered.error_message
     assert rendered.status_code == 200
     assert rendered.content_type == "text/html"
@@ -121,32 +71,32 @@ def test_it_renders_links_that_scripts_insert(renderer):
 def test_it_guards_every_request_the_page_makes(renderer, public_host):
     with serve({"/x": page("<p>B</p>")}) as b:
         page_on_a = f"""<p>A</p>
-            <img src="{b.url("/img.png")}"><img src="/bounce"><iframe src="{b.url("/x")}"></iframe>
+            <img src="{b.url + "/img.png"}"><img src="/bounce"><iframe src="{b.url + "/x"}"></iframe>
             <script>
-              fetch("{b.url("/api")}").catch(() => {{}});
+              fetch("{b.url + "/api"}").catch(() => {{}});
               try {{ new WebSocket("ws://127.0.0.1:{b.port}/ws"); }} catch (e) {{}}
-              new Worker(URL.createObjectURL(new Blob(['fetch("{b.url("/worker")}").catch(() => 0)'])));
+              new Worker(URL.createObjectURL(new Blob(['fetch("{b.url + "/worker"}").catch(() => 0)'])));
             </script>"""
-        routes = {"/": page(page_on_a), "/bounce": (302, {"Location": b.url("/x")}, b"")}
+        routes = {"/": page(page_on_a), "/bounce": (302, {"Location": b.url + "/x"}, b"")}
         with serve(routes, public_host) as a:
-            rendered = render(renderer, a.url(), allow_private=False)
+            rendered = render(renderer, a.url + "/", allow_private=False)
         assert rendered.error_code == "", rendered.error_message
         assert b"<p>A</p>" in rendered.body
-        assert "/bounce" in a.paths  # the redirect hop was refused, not the first request
-        assert (b.connections, b.paths) == (0, [])
+        assert "/bounce" in a.paths()  # the redirect hop was refused, not the first request
+        assert (b.connections, b.paths()) == (0, [])
 
 
 def test_it_refuses_a_redirect_of_the_page_to_a_blocked_address(renderer, public_host):
-    with serve({"/x": page("<p>B</p>")}) as b, serve({"/r": (302, {"Location": b.url("/x")}, b"")}, public_host) as a:
-        rendered = render(renderer, a.url("/r"), allow_private=False)
+    with serve({"/x": page("<p>B</p>")}) as b, serve({"/r": (302, {"Location": b.url + "/x"}, b"")}, public_host) as a:
+        rendered = render(renderer, a.url + "/r", allow_private=False)
     assert rendered.error_code == "blocked_address", rendered.error_message
     assert "127.0.0.1" in rendered.error_message
-    assert (a.paths, b.connections) == (["/r"], 0)
+    assert (a.paths(), b.connections) == (["/r"], 0)
 
 
 def test_it_refuses_private_addresses_before_any_request(renderer):
     with serve({"/": SCRIPTED}) as a:
-        rendered = render(renderer, a.url(), allow_private=False)
+        rendered = render(renderer, a.url + "/", allow_private=False)
     assert rendered.error_code == "blocked_address"
     assert "127.0.0.1" in rendered.error_message
     assert a.connections == 0
@@ -158,9 +108,9 @@ def test_it_refuses_schemes_other_than_http(renderer):
 
 
 def test_it_times_out_a_page_that_never_finishes_loading(renderer):
-    with serve({"/": page('<p>slow</p><script src="/never.js"></script>'), "/never.js": HANG}) as a:
+    with serve({"/": page('<p>slow</p><script src="/never.js"></script>'), "/never.js": hang}) as a:
         started = time.monotonic()
-        rendered = render(renderer, a.url(), timeout=2.0)
+        rendered = render(renderer, a.url + "/", timeout=2.0)
     assert rendered.error_code == "render_timeout", rendered.error_message
     assert time.monotonic() - started < 2.0 + 3
 
@@ -169,9 +119,9 @@ def test_it_kills_a_page_that_keeps_the_browser_busy_and_recovers(renderer):
     busy = page("<p>busy</p><script>onload = () => setTimeout(() => { while (true) {} }, 50)</script>")
     with serve({"/": busy, "/ok": SCRIPTED}) as a:
         started = time.monotonic()
-        rendered = render(renderer, a.url(), timeout=1.0, wait_after_load_ms=300)
+        rendered = render(renderer, a.url + "/", timeout=1.0, wait_after_load_ms=300)
         took = time.monotonic() - started
-        after = render(renderer, a.url("/ok"))
+        after = render(renderer, a.url + "/ok")
     assert rendered.error_code == "render_timeout", rendered.error_message
     assert "browser killed" in rendered.error_message  # loaded, then page.content() hung
     assert took < 1.0 + 0.3 + 2.0 + 2
@@ -188,23 +138,23 @@ def test_it_reports_a_refused_connection(renderer):
 def test_it_follows_redirects_and_reports_the_final_url(renderer):
     routes = {"/r": (302, {"Location": "/final"}, b""), "/final": page("<p>final page</p>")}
     with serve(routes) as a:
-        rendered = render(renderer, a.url("/r"))
+        rendered = render(renderer, a.url + "/r")
     assert rendered.error_code == "", rendered.error_message
-    assert (rendered.status_code, rendered.location) == (200, a.url("/final"))
+    assert (rendered.status_code, rendered.location) == (200, a.url + "/final")
     assert b"final page" in rendered.body
-    assert a.paths == ["/r", "/final"]
+    assert a.paths() == ["/r", "/final"]
 
 
 def test_it_refuses_rendered_html_over_the_cap(renderer):
     with serve({"/": SCRIPTED}) as a:
-        rendered = render(renderer, a.url(), max_bytes=64)
+        rendered = render(renderer, a.url + "/", max_bytes=64)
     assert rendered.error_code == "body_too_large"
     assert rendered.body == b""
 
 
 def test_it_starts_a_new_browser_after_a_crash(renderer):
     with serve({"/": SCRIPTED}) as a:
-        assert render(renderer, a.url()).error_code == ""
+        assert render(renderer, a.url + "/").error_code == ""
         os.kill(renderer._browser_pid, 9)
-        rendered = render(renderer, a.url())
+        rendered = render(renderer, a.url + "/")
     assert rendered.error_code == "", rendered.error_message

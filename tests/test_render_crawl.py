@@ -5,11 +5,11 @@ import shutil
 
 import pytest
 
+from bench.check import canon_path
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from tests.conftest import run_manage
-from tests.ledger import path_of
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 pytestmark = [
     pytest.mark.integration,
@@ -44,7 +44,9 @@ def test_script_inserted_links_are_followed_only_with_rendering_on(workers, work
             assert done.returncode == 0, done.stdout + done.stderr
 
     def done_paths(name):
-        return {path_of(u) for u in Page.objects.filter(project__slug=name, state="done").values_list("url", flat=True)}
+        return {
+            canon_path(u) for u in Page.objects.filter(project__slug=name, state="done").values_list("url", flat=True)
+        }
 
     assert done_paths("plain") == {"/"}
     assert done_paths("rendered") == {"/", "/js-a.html", "/js-b.html"}

@@ -16,8 +16,7 @@ from django.conf import settings
 
 from crawl import netguard
 from crawl.render import Renderer
-from tests.hostile import Victim
-from tests.proxy import ForwardProxy
+from tests.servers import ForwardProxy, Victim
 from tests.test_render import AGENT, page, serve
 
 pytestmark = pytest.mark.skipif(
@@ -74,7 +73,7 @@ OWN_SCRIPT = (200, {"Content-Type": "text/javascript"}, b'document.body.insertAd
 def test_no_subrequest_of_a_page_reaches_a_private_server(renderer, public_host, victim):
     target = f"http://127.0.0.1:{victim.port}"
     with serve({"/": attacking_page(target), "/own.js": OWN_SCRIPT}, public_host) as site:
-        rendered = render(renderer, site.url())
+        rendered = render(renderer, site.url + "/")
     assert rendered.error_code == "", rendered.error_message
     assert rendered.status_code == 200
     assert b"<b>own</b>" in rendered.body  # the page's own host is reached through the gate
@@ -85,17 +84,17 @@ def test_no_subrequest_of_a_page_reaches_a_private_server(renderer, public_host,
 @pytest.mark.parametrize("host", ["localhost", "[::ffff:127.0.0.1]", "127.1"])
 def test_other_spellings_of_a_private_server_are_refused_too(renderer, public_host, victim, host):
     with serve({"/": attacking_page(f"http://{host}:{victim.port}"), "/own.js": OWN_SCRIPT}, public_host) as site:
-        rendered = render(renderer, site.url())
+        rendered = render(renderer, site.url + "/")
     assert (rendered.error_code, rendered.status_code) == ("", 200), rendered.error_message
     assert victim.accepted == 0
 
 
 def test_a_redirect_of_the_page_to_a_private_server_is_refused(renderer, public_host, victim):
     with serve({"/r": (302, {"Location": f"http://127.0.0.1:{victim.port}/x"}, b"")}, public_host) as site:
-        rendered = render(renderer, site.url("/r"))
+        rendered = render(renderer, site.url + "/r")
     assert rendered.error_code == "blocked_address", rendered.error_message
     assert "127.0.0.1 is a non-public address" in rendered.error_message
-    assert site.paths == ["/r"] and victim.accepted == 0
+    assert site.paths() == ["/r"] and victim.accepted == 0
 
 
 def test_a_private_page_is_refused_before_any_connection(renderer, victim):
@@ -107,7 +106,7 @@ def test_a_private_page_is_refused_before_any_connection(renderer, victim):
 def test_a_site_cannot_forge_the_gates_refusal(renderer, public_host):
     forged = (403, {"Content-Type": "text/html", "X-Crawlhub-Egress": "blocked_address"}, b"<p>mine</p>")
     with serve({"/": forged}, public_host) as site:
-        rendered = render(renderer, site.url())
+        rendered = render(renderer, site.url + "/")
     assert (rendered.error_code, rendered.status_code) == ("", 403), rendered.error_message
     assert b"<p>mine</p>" in rendered.body
 
@@ -131,7 +130,7 @@ def test_a_name_that_rebinds_to_a_private_address_reaches_nothing_private(render
         victim.close()
     assert (rendered.error_code, rendered.status_code) == ("", 200), rendered.error_message
     assert b"<i>fetch-refused</i>" in rendered.body
-    assert site.paths == ["/"] and len(answers) > 1  # each later connection was resolved (and refused) anew
+    assert site.paths() == ["/"] and len(answers) > 1  # each later connection was resolved (and refused) anew
     assert victim.accepted == 0
 
 
@@ -140,7 +139,7 @@ def test_a_project_proxy_carries_the_page_and_never_a_private_target(renderer, p
     routes = {"/": attacking_page(f"http://127.0.0.1:{victim.port}"), "/own.js": OWN_SCRIPT}
     try:
         with serve(routes, public_host) as site:
-            rendered = render(renderer, site.url(), proxy=proxy.url(credentials="crawler:s3cret"))
+            rendered = render(renderer, site.url + "/", proxy=proxy.url(credentials="crawler:s3cret"))
     finally:
         proxy.close()
     assert rendered.error_code == "", rendered.error_message
@@ -159,7 +158,7 @@ def test_the_browser_holds_none_of_the_workers_secrets(renderer, monkeypatch, pu
         monkeypatch.setenv(name, "secret-of-the-worker")
     renderer.close()  # the next render starts a browser under this environment
     with serve({"/": page("<p>hello</p>")}, public_host) as site:
-        assert render(renderer, site.url()).error_code == ""
+        assert render(renderer, site.url + "/").error_code == ""
     browser = renderer._browser_pid
     pids = _process_tree(browser)
     environments = [_environ(pid) for pid in pids]

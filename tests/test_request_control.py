@@ -1,9 +1,6 @@
 """Request control per project and per seed, seen from the server's side: headers, cookies, user
 agent, POST with a body, and a proxy (a small forward proxy on loopback)."""
 
-import socket
-import threading
-
 import pytest
 from django.conf import settings
 
@@ -11,49 +8,16 @@ from crawl.models import Page, Seed
 from crawl.netguard import allow_networks
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
-
-
-class Recorder:
-    """An HTTP/1.1 server on 127.0.0.1 that records each request's line, headers and body."""
-
-    def __init__(self):
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.requests: list[dict] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = conn.recv(65536)
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                head, _, body = data.partition(b"\r\n\r\n")
-                line, *header_lines = head.decode("latin-1").split("\r\n")
-                headers = dict(h.split(": ", 1) for h in header_lines if ": " in h)
-                while len(body) < int(headers.get("Content-Length", 0)):
-                    body += conn.recv(65536)
-                self.requests.append({"line": line, "headers": headers, "body": body})
-                page = b"<html><body>recorded</body></html>"
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
-                    + f"Content-Length: {len(page)}\r\n\r\n".encode()
-                    + page
-                )
-
-    def close(self):
-        self.sock.close()
+from tests.servers import Site, SiteServer
 
 
 @pytest.fixture
 def recorder():
-    server = Recorder()
-    yield server
-    server.close()
+    """An HTTP/1.1 server on 127.0.0.1 that records each request and answers any of them."""
+    with SiteServer(
+        Site(default=(200, {"Content-Type": "text/html"}, b"<html><body>recorded</body></html>"))
+    ) as server:
+        yield server
 
 
 def test_it_sends_the_projects_and_the_seeds_own_request_settings(db, recorder):
@@ -76,9 +40,9 @@ def test_it_sends_the_projects_and_the_seeds_own_request_settings(db, recorder):
     ids = seeds_add(project=project, urls=[])
     assert pages_fetch(page_ids=ids) == ids
     (request,) = recorder.requests
-    assert request["line"] == "POST /api/search HTTP/1.1"
-    assert request["body"] == b'{"q": "crawler"}'
-    headers = request["headers"]
+    assert request.line == "POST /api/search HTTP/1.1"
+    assert request.body == b'{"q": "crawler"}'
+    headers = request.headers
     assert headers["User-Agent"] == "control-bot/1.0"
     assert headers["Accept-Language"] == "fr"
     assert sorted(headers["Cookie"].split("; ")) == ["session=abc", "theme=dark"]
@@ -98,6 +62,6 @@ def test_it_sends_requests_through_the_projects_proxy(db, recorder):
     finally:
         allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
     (request,) = recorder.requests
-    assert request["line"] == "GET http://127.0.0.2:9/page.html HTTP/1.1", "absolute-form: a forward proxy request"
+    assert request.line == "GET http://127.0.0.2:9/page.html HTTP/1.1", "absolute-form: a forward proxy request"
     assert Page.objects.get(id=ids[0]).status_code == 200
     assert Page.objects.get(id=doomed[0]).error_code == "dns_error"  # unchecked names are never handed on

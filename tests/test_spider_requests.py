@@ -5,9 +5,7 @@ shown in the admin; the Request's validation."""
 
 import json
 import logging
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.db import connection
@@ -25,6 +23,8 @@ from scrape.models import HandlerLog, Item
 from scrape.services import pages_extract, pages_reextract
 from scrape.spiders import Follow, Request, RequestError, Response, Spider, register, route, run_spider
 from tests.conftest import run_manage
+from tests.servers import NOT_FOUND, Site, SiteServer
+from tests.servers import Request as ServerRequest
 
 API_KEY = "k-123"
 RESULTS = {
@@ -42,63 +42,31 @@ SEARCH_PAGE = (
 HTML = "text/html; charset=utf-8"
 
 
-class ApiServer:
-    """127.0.0.1: GET serves `pages`; POST /api/search answers JSON only to the request the example
-    spider must send (POST, the API key header, a JSON body naming a known query), else 400."""
+def refusal(request: ServerRequest) -> str:
+    """Why the API refuses a POST: anything but the request the example spider must send (POST, the
+    API key header, a JSON body naming a known query)."""
+    if request.path != "/api/search":
+        return f"no API at {request.path}"
+    if request.headers.get("X-Api-Key") != API_KEY or request.headers.get("Content-Type") != "application/json":
+        return f"wrong headers: {request.headers}"
+    if json.loads(request.body).get("q") not in RESULTS:
+        return f"unknown query in {request.body!r}"
+    return ""
 
-    def __init__(self, pages: dict[str, bytes]):
-        self.pages, self.posts, self.refused = pages, [], []
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
+def search(request: ServerRequest) -> tuple:
+    if request.method != "POST":
+        return NOT_FOUND
+    if why := refusal(request):
+        return 400, {"Content-Type": "text/plain"}, why.encode()
+    answer = {"results": RESULTS[json.loads(request.body)["q"]]}
+    return 200, {"Content-Type": "application/json"}, json.dumps(answer).encode()
 
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
-    def refusal(self, path: str, headers, body: bytes) -> str:
-        if path != "/api/search":
-            return f"no API at {path}"
-        if headers.get("X-Api-Key") != API_KEY or headers.get("Content-Type") != "application/json":
-            return f"wrong headers: {dict(headers)}"
-        if json.loads(body).get("q") not in RESULTS:
-            return f"unknown query in {body!r}"
-        return ""
-
-    def _handler(self):
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                body = server.pages.get(self.path)
-                self._answer(200 if body is not None else 404, HTML, body or b"gone")
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                server.posts.append(body)
-                if refusal := server.refusal(self.path, self.headers, body):
-                    server.refused.append(refusal)
-                    return self._answer(400, "text/plain", refusal.encode())
-                answer = {"results": RESULTS[json.loads(body)["q"]]}
-                self._answer(200, "application/json", json.dumps(answer).encode())
-
-            def _answer(self, status: int, content_type: str, body: bytes):
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        return Handler
+def api_server(pages: dict[str, bytes]) -> SiteServer:
+    """127.0.0.1: GET serves `pages`; POST /api/search answers JSON, or 400 saying why it refuses."""
+    files = {path: (200, {"Content-Type": HTML}, body) for path, body in pages.items()}
+    return SiteServer(Site(files | {"/api/search": search}))
 
 
 @register
@@ -127,14 +95,15 @@ class LoggingSpider(Spider):
 
 @pytest.mark.integration
 def test_a_spider_posts_json_to_an_api_and_routes_the_answers_to_a_handler_with_their_meta(workers, worker_env):
-    with ApiServer({"/search": SEARCH_PAGE}) as server:
+    with api_server({"/search": SEARCH_PAGE}) as server:
         project_get_or_create(name="api", allow_private=True, obey_robots=False, spider="example-api")
         workers.start("all", "fetch,extract,download")
         args = ["crawl", f"{server.url}/search", "--workers", "0", "--project", "api", "--timeout", "120"]
         done = run_manage(args, worker_env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert server.refused == []
-    assert sorted(json.loads(body)["q"] for body in server.posts) == ["desks", "lamps"]
+    posts = [r for r in server.requests if r.method == "POST"]
+    assert [refusal(r) for r in posts if refusal(r)] == []
+    assert sorted(json.loads(r.body)["q"] for r in posts) == ["desks", "lamps"]
     api_pages = Page.objects.filter(project__slug="api", url=f"{server.url}/api/search")
     assert len(api_pages) == 2, "two bodies to one URL are two rows"
     assert {(p.state, p.request["method"], p.request["route"]) for p in api_pages} == {("done", "POST", "results")}
@@ -155,7 +124,7 @@ def test_a_spider_posts_json_to_an_api_and_routes_the_answers_to_a_handler_with_
 # Handler logs and exceptions, kept with the page (in this process: the fetch and extract services)
 
 
-def crawl_here(project, server: ApiServer, paths: list[str]) -> dict[str, Page]:
+def crawl_here(project, server: SiteServer, paths: list[str]) -> dict[str, Page]:
     ids = seeds_add(project=project, urls=[server.url + p for p in paths])
     pages_extract(page_ids=pages_fetch(page_ids=ids))
     return {p.url.removeprefix(server.url): p for p in Page.objects.filter(id__in=ids)}
@@ -164,7 +133,7 @@ def crawl_here(project, server: ApiServer, paths: list[str]) -> dict[str, Page]:
 @pytest.fixture
 def logging_site():
     pages = {p: f"<html><body><h1>Heading of {p}</h1></body></html>".encode() for p in ("/fine", "/broken")}
-    with ApiServer(pages | {"/bad-request": b"<html><body>x</body></html>"}) as server:
+    with api_server(pages | {"/bad-request": b"<html><body>x</body></html>"}) as server:
         yield server
 
 

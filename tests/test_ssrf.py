@@ -2,35 +2,17 @@
 loopback "victim" server. The crawled site itself lives on 127.0.0.2, allowed explicitly through
 CRAWL_ALLOWED_NETWORKS (as an operator would allow one intranet subnet); 127.0.0.1 stays refused."""
 
-import threading
-
 import pytest
 
+from bench.check import canon_path
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset
 from tests.conftest import last_json_line, run_manage
-from tests.hostile import Victim
-from tests.ledger import path_of
-from tests.proxy import ForwardProxy
-from tests.site import Site, SiteServer
+from tests.servers import ForwardProxy, Site, SiteServer, Victim
 
 pytestmark = pytest.mark.integration
 HTML = {"Content-Type": "text/html; charset=utf-8"}
-
-
-class AllowedSiteServer(SiteServer):
-    """The test site on 127.0.0.2."""
-
-    def __init__(self, site):
-        super().__init__(site)
-        self.httpd.server_close()
-        from http.server import ThreadingHTTPServer
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.2", 0), self._handler())
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.2:{self.port}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
 
 def site_pointing_at(victim: str) -> Site:
@@ -61,7 +43,7 @@ def test_no_route_reaches_a_loopback_server_while_the_guard_is_on(workers, worke
         f"http://[::ffff:127.0.0.1]:{port}/",
     ]
     try:
-        with AllowedSiteServer(site_pointing_at(f"http://127.0.0.1:{port}")) as site:
+        with SiteServer(site_pointing_at(f"http://127.0.0.1:{port}"), host="127.0.0.2") as site:
             project_get_or_create(
                 name="ssrf",
                 media_any_host=True,
@@ -99,9 +81,9 @@ def test_no_route_reaches_a_loopback_server_while_the_guard_is_on(workers, worke
         assert all(auth for _, _, auth in proxy.requests)
     pages = {p.url: p for p in Page.objects.filter(project__slug="ssrf")}
     blocked = {u for u, p in pages.items() if p.error_code == "blocked_address"}
-    assert {path_of(u) for u in blocked} == {"/", "/secret"} and len(blocked) >= 5, blocked
+    assert {canon_path(u) for u in blocked} == {"/", "/secret"} and len(blocked) >= 5, blocked
     assert pages[f"{site.url}/redirect"].status_code == 302
-    assets = {path_of(a.url): a.error_code for a in MediaAsset.objects.filter(project__slug="ssrf")}
+    assets = {canon_path(a.url): a.error_code for a in MediaAsset.objects.filter(project__slug="ssrf")}
     assert assets == {
         "/direct.jpg": "blocked_address",  # an image on the victim
         "/img-redirect.jpg": "blocked_address",  # an image that redirects there

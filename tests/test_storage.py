@@ -1,12 +1,10 @@
 """media.storage on local disk and on a real S3 HTTP endpoint (moto's server on loopback)."""
 
 import hashlib
-import http.server
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 import uuid
@@ -30,6 +28,7 @@ from media.storage import (
     store_file,
 )
 from tests.s3 import s3_storages
+from tests.servers import Site, SiteServer
 
 BASE_DIR = Path(settings.BASE_DIR)
 
@@ -221,35 +220,14 @@ def test_it_raises_unavailable_quickly_when_s3_is_down(tmp_path):
     assert time.monotonic() - started < 15
 
 
-class FailingS3(http.server.BaseHTTPRequestHandler):
-    """Answers every S3 request with 503, as a storage server that is up but failing."""
-
-    def do_HEAD(self):
-        self.send_response(503)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def do_GET(self):
-        self.do_HEAD()
-
-    def do_PUT(self):
-        self.do_HEAD()
-
-    def log_message(self, *args):
-        pass
-
-
 def test_it_raises_unavailable_when_s3_answers_5xx(tmp_path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FailingS3)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     path, sha = write_source(tmp_path, b"bytes")
-    failing = s3_storages(f"http://127.0.0.1:{server.server_port}", "crawlhub")
-    try:
+    with SiteServer(
+        Site(default=(503, {}, b"")), keep_alive=False
+    ) as server:  # a storage server that is up but failing
+        failing = s3_storages(server.url, "crawlhub")
         with override_settings(STORAGES=failing), pytest.raises(StorageUnavailable, match="server error"):
             store_file(path, sha256=sha, size=5)
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # --- Settings from the environment ---------------------------------------------------------------

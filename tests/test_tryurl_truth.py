@@ -4,8 +4,6 @@ fate as discovery and the fetch stage decide it, on a loopback site and the real
 import json
 import re
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
 
 import pytest
@@ -16,6 +14,7 @@ from crawl.frontier.discovery import pages_discover
 from crawl.models import Page, Project, Seed
 from crawl.urls import Scope, canonicalize, url_key
 from scrape.debugger import trial_report, try_url
+from tests.servers import Site, SiteServer
 
 HTML = "text/html; charset=utf-8"
 LONG = "/" + "a" * 2100
@@ -48,47 +47,6 @@ EXPECTED = {  # path -> (fate, a part of its reason)
 }
 
 
-class Recorder(ThreadingHTTPServer):
-    """A loopback site that answers GET and POST from `pages` and records (method, path, body)."""
-
-    daemon_threads = True
-
-    def __init__(self, pages: dict[str, tuple[str, str]]):
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.pages, self.requests = pages, []
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-        self.server_close()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self):
-        self._answer(b"")
-
-    def do_POST(self):
-        self._answer(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-
-    def _answer(self, body: bytes):
-        self.server.requests.append((self.command, self.path, body))
-        content_type, text = self.server.pages.get(self.path.split("?")[0], ("text/plain", ""))
-        status = 200 if self.path.split("?")[0] in self.server.pages else 404
-        data = text.format(port=self.server.server_address[1]).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def site():
     pages = {
@@ -97,7 +55,12 @@ def site():
         "/api": (HTML, '<html><body><a href="/api?page=2">next</a></body></html>'),
         "/scripted": (HTML, SCRIPTED),
     }
-    with Recorder(pages) as server:
+    with SiteServer(Site(default=(404, {"Content-Type": "text/plain"}, b"")), keep_alive=False) as server:
+        files = {
+            path: (200, {"Content-Type": kind}, text.format(port=server.port).encode())
+            for path, (kind, text) in pages.items()
+        }
+        server.site.files = files
         yield server
 
 
@@ -180,7 +143,7 @@ def test_the_admin_page_shows_a_table_of_links_grouped_by_fate(admin_client, sit
         "media-file",
     }
     for path, (_, reason) in EXPECTED.items():
-        url = f"http://127.0.0.2:{site.server_address[1]}{path}" if path == "/elsewhere" else f"{site.url}{path}"
+        url = f"http://127.0.0.2:{site.port}{path}" if path == "/elsewhere" else f"{site.url}{path}"
         assert f"<tr><td>{escape(url)}</td><td>" in table and escape(reason) in table, path
 
 
@@ -207,7 +170,7 @@ def test_a_post_seed_is_tried_with_its_method_body_and_headers(db, site):
     body = json.dumps({"q": "lamps"})
     Seed.objects.create(project=project, url=f"{site.url}/api", method="POST", body=body, headers={"X-Api": "1"})
     report = trial_report(try_url(f"{site.url}/api", project=project))
-    assert ("POST", "/api", body.encode()) in site.requests
+    assert ("POST", "/api", body.encode()) in [(r.method, r.path, r.body) for r in site.requests]
     assert report["fetch"]["method"] == "POST" and report["fetch"]["body_bytes"] == len(body)
     assert report["fetch"]["request_from"] == "seed"
     assert report["links"] == [f"{site.url}/api?page=2"]
@@ -225,7 +188,7 @@ def test_a_frontier_rows_request_and_depth_are_what_the_crawl_sends(db, site):
         request={"method": "POST", "body": "x"},
     )
     report = trial_report(try_url(url, project=project))
-    assert ("POST", "/api", b"x") in site.requests
+    assert ("POST", "/api", b"x") in [(r.method, r.path, r.body) for r in site.requests]
     assert report["fetch"]["request_from"] == "frontier row" and report["fetch"]["depth"] == 1
     assert [f["fate"] for f in report["link_fates"]] == ["depth"]
 

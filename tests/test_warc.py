@@ -12,11 +12,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from warcio.archiveiterator import ArchiveIterator
 
+from bench.truth import ground_truth
 from crawl.models import Page, PageContent
 from crawl.services.projects import project_get_or_create
 from crawl.urls import url_key
-from tests.conftest import BASE_DIR, last_json_line, run_manage
-from tests.site import SiteServer, build_site
+from tests.conftest import BASE_DIR, generated_site, last_json_line, run_manage
+from tests.servers import SiteServer
 
 
 @dataclass
@@ -96,8 +97,8 @@ def test_it_refuses_a_warc_of_anything_but_pages(db, tmp_path):
 
 @pytest.mark.integration
 def test_a_distributed_crawl_exports_one_response_per_stored_page(workers, worker_env, tmp_path):
-    site = build_site(60, seed=11)
-    with SiteServer(site) as server:
+    site = generated_site(60, seed=11)
+    with SiteServer.generated(site) as server:
         for stage in ("fetch", "extract", "download"):
             workers.start(stage, stage)
         args = ["crawl", f"{server.url}/", "--allow-private", "--json", "--workers", "0", "--project", "warc"]
@@ -109,7 +110,7 @@ def test_a_distributed_crawl_exports_one_response_per_stored_page(workers, worke
     exported = run_manage(["export", "warc", "--format", "warc", "--output", str(out)], worker_env)
     assert exported.returncode == 0, exported.stderr
     stored = {c.page.url: c for c in PageContent.objects.filter(page__project__slug="warc").select_related("page")}
-    assert {url.removeprefix(server.url) for url in stored} >= site.pages
+    assert {url.removeprefix(server.url) for url in stored} >= set(ground_truth(site)["pages"])
     records = read_warc(out.open("rb"))
     assert records[0].type == "warcinfo" and [r.type for r in records[1:]].count("warcinfo") == 0
 

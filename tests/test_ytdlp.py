@@ -1,13 +1,10 @@
 """media.ytdlp against a real HTTP server on 127.0.0.1 serving media that ffmpeg made for the test."""
 
-import functools
 import hashlib
 import json
 import os
 import shutil
 import subprocess
-import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from django.conf import settings
 
 from crawl import netguard
 from media.ytdlp import Refused, _check_formats, ytdlp_download
+from tests.servers import Site, SiteServer, directory_files
 
 UA = "crawlhub-test/1.0"
 VIDEO_PAGE = (
@@ -47,33 +45,10 @@ def media_root(tmp_path_factory) -> Path:
     return root
 
 
-class CountingHandler(SimpleHTTPRequestHandler):
-    requests: list
-
-    def do_GET(self):
-        self.requests.append(self.path)
-        super().do_GET()
-
-    def do_HEAD(self):
-        self.requests.append(self.path)
-        super().do_HEAD()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def media_server(media_root):
-    requests: list[str] = []
-    handler = type("Handler", (CountingHandler,), {"requests": requests})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(media_root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    server.base_url = f"http://127.0.0.1:{server.server_port}"
-    server.requests = requests
-    yield server
-    server.shutdown()
-    server.server_close()
+    with SiteServer(Site(directory_files(media_root)), keep_alive=False) as server:
+        yield server
 
 
 @pytest.fixture
@@ -95,7 +70,7 @@ def sha256_of(path) -> str:
 
 @needs_ffmpeg
 def test_it_downloads_a_direct_mp4_byte_for_byte(media_server, media_root, tmp_dir):
-    result = fetch(f"{media_server.base_url}/clip.mp4", tmp_dir)
+    result = fetch(f"{media_server.url}/clip.mp4", tmp_dir)
 
     assert result.error_code == "", result.error_message
     assert result.sha256 == sha256_of(media_root / "clip.mp4") == sha256_of(result.path)
@@ -107,22 +82,22 @@ def test_it_downloads_a_direct_mp4_byte_for_byte(media_server, media_root, tmp_d
     assert os.listdir(tmp_dir) == [os.path.basename(result.path)]
     assert result.metadata["extractor"] == "generic"
     assert json.loads(json.dumps(result.metadata)) == result.metadata
-    assert media_server.requests and all(r == "/clip.mp4" for r in media_server.requests)
+    assert media_server.paths() and all(r == "/clip.mp4" for r in media_server.paths())
 
 
 @needs_ffmpeg
 def test_it_finds_the_video_of_an_html5_page(media_server, media_root, tmp_dir):
-    result = fetch(f"{media_server.base_url}/page.html", tmp_dir)
+    result = fetch(f"{media_server.url}/page.html", tmp_dir)
 
     assert result.error_code == "", result.error_message
     assert result.sha256 == sha256_of(media_root / "clip.mp4")
     assert result.metadata["title"].startswith("A clip")
-    assert result.metadata["webpage_url"] == f"{media_server.base_url}/page.html"
+    assert result.metadata["webpage_url"] == f"{media_server.url}/page.html"
 
 
 @needs_ffmpeg
 def test_it_joins_an_hls_stream_into_one_media_file(media_server, tmp_dir):
-    result = fetch(f"{media_server.base_url}/hls/index.m3u8", tmp_dir)
+    result = fetch(f"{media_server.url}/hls/index.m3u8", tmp_dir)
 
     assert result.error_code == "", result.error_message
     assert os.listdir(tmp_dir) == [os.path.basename(result.path)]
@@ -130,12 +105,12 @@ def test_it_joins_an_hls_stream_into_one_media_file(media_server, tmp_dir):
     assert Path(result.path).read_bytes()[4:8] == b"ftyp"  # remuxed from MPEG-TS by ffmpeg
     assert result.metadata["duration"] == pytest.approx(2, abs=0.5)
     assert result.metadata["ext"] == "mp4"
-    assert "/hls/index1.ts" in media_server.requests
+    assert "/hls/index1.ts" in media_server.paths()
 
 
 @needs_ffmpeg
 def test_it_cleans_up_with_discard(media_server, tmp_dir):
-    result = fetch(f"{media_server.base_url}/clip.mp4", tmp_dir)
+    result = fetch(f"{media_server.url}/clip.mp4", tmp_dir)
     result.discard()
 
     assert result.path == ""
@@ -143,7 +118,7 @@ def test_it_cleans_up_with_discard(media_server, tmp_dir):
 
 
 def test_it_reports_a_page_without_video(media_server, tmp_dir):
-    result = fetch(f"{media_server.base_url}/novideo.html", tmp_dir)
+    result = fetch(f"{media_server.url}/novideo.html", tmp_dir)
 
     assert result.error_code == "ytdlp_error"
     assert result.error_message.startswith("Unsupported URL: ")
@@ -153,7 +128,7 @@ def test_it_reports_a_page_without_video(media_server, tmp_dir):
 
 
 def test_it_refuses_html_served_as_video(media_server, tmp_dir):
-    result = fetch(f"{media_server.base_url}/fakevideo.html", tmp_dir)
+    result = fetch(f"{media_server.url}/fakevideo.html", tmp_dir)
 
     assert result.error_code == "unexpected_html"
     assert os.listdir(tmp_dir) == []
@@ -161,7 +136,7 @@ def test_it_refuses_html_served_as_video(media_server, tmp_dir):
 
 @needs_ffmpeg
 def test_it_refuses_a_file_larger_than_the_cap(media_server, tmp_dir):
-    result = fetch(f"{media_server.base_url}/clip.mp4", tmp_dir, max_bytes=10_000)
+    result = fetch(f"{media_server.url}/clip.mp4", tmp_dir, max_bytes=10_000)
 
     assert result.error_code == "body_too_large"
     assert os.listdir(tmp_dir) == []
@@ -169,18 +144,18 @@ def test_it_refuses_a_file_larger_than_the_cap(media_server, tmp_dir):
 
 @needs_ffmpeg
 def test_it_stops_a_stream_without_content_length_at_the_cap(media_server, tmp_dir):
-    result = fetch(f"{media_server.base_url}/hls/index.m3u8", tmp_dir, max_bytes=20_000)
+    result = fetch(f"{media_server.url}/hls/index.m3u8", tmp_dir, max_bytes=20_000)
 
     assert result.error_code == "body_too_large"
-    assert "/hls/index1.ts" not in media_server.requests  # stopped during the first segment
+    assert "/hls/index1.ts" not in media_server.paths()  # stopped during the first segment
     assert os.listdir(tmp_dir) == []
 
 
 def test_it_refuses_private_addresses_before_any_request(media_server, tmp_dir):
-    result = fetch(f"{media_server.base_url}/clip.mp4", tmp_dir, allow_private=False)
+    result = fetch(f"{media_server.url}/clip.mp4", tmp_dir, allow_private=False)
 
     assert result.error_code == "blocked_address"
-    assert media_server.requests == []
+    assert media_server.paths() == []
     assert os.listdir(tmp_dir) == []
 
 
@@ -196,28 +171,6 @@ def test_it_refuses_protocols_that_external_programs_fetch():
         _check_formats([{"protocol": "rtmp", "url": "rtmp://192.0.2.1/live"}])
 
 
-def serve(root: Path, host: str, port: int = 0, redirects: dict | None = None) -> ThreadingHTTPServer:
-    """media_root on host:port; `redirects` maps paths to Location values."""
-    requests: list[str] = []
-
-    class Handler(CountingHandler):
-        def do_GET(self):
-            if redirects and self.path in redirects:
-                self.requests.append(self.path)
-                self.send_response(302)
-                self.send_header("Location", redirects[self.path])
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            super().do_GET()
-
-    Handler.requests = requests
-    server = ThreadingHTTPServer((host, port), functools.partial(Handler, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    server.requests = requests
-    return server
-
-
 @pytest.fixture
 def public_host():
     """127.0.0.2 stands for the public internet (an allowed network, as an operator would allow one)."""
@@ -228,17 +181,14 @@ def public_host():
 
 @needs_ffmpeg
 def test_a_redirect_to_a_private_address_never_reaches_it(media_server, media_root, public_host, tmp_dir):
-    secret = f"{media_server.base_url}/clip.mp4"  # the private server would serve a real video
-    public = serve(media_root, public_host, redirects={"/video.mp4": secret})
-    try:
-        result = fetch(f"http://{public_host}:{public.server_port}/video.mp4", tmp_dir, allow_private=False)
-    finally:
-        public.shutdown()
-        public.server_close()
+    secret = f"{media_server.url}/clip.mp4"  # the private server would serve a real video
+    files = directory_files(media_root) | {"/video.mp4": (302, {"Location": secret}, b"")}
+    with SiteServer(Site(files), host=public_host, keep_alive=False) as public:
+        result = fetch(f"http://{public_host}:{public.port}/video.mp4", tmp_dir, allow_private=False)
 
-    assert public.requests == ["/video.mp4"]
+    assert public.paths() == ["/video.mp4"]
     assert result.error_code == "blocked_address", result.error_message
-    assert media_server.requests == []  # the private server's own log: not one request
+    assert media_server.paths() == []  # the private server's own log: not one request
     assert os.listdir(tmp_dir) == []
 
 
@@ -247,8 +197,8 @@ def test_a_rebinding_name_never_reaches_the_private_address(media_root, public_h
     """rebind.test answers a public address once, then a loopback one, where a server listens on
     the same port: yt-dlp asks the gate for every connection, and the gate resolves and checks
     each one, so the second answer is refused instead of connected to."""
-    victim = serve(media_root, "127.0.0.1")
-    public = serve(media_root, public_host, victim.server_port)
+    victim = SiteServer(Site(directory_files(media_root)), keep_alive=False)
+    public = SiteServer(Site(directory_files(media_root)), host=public_host, port=victim.port, keep_alive=False)
     answers = iter([public_host])
 
     def rebinding(host, port):
@@ -258,15 +208,11 @@ def test_a_rebinding_name_never_reaches_the_private_address(media_root, public_h
 
     netguard_getaddrinfo = netguard.getaddrinfo
     monkeypatch.setattr(netguard, "getaddrinfo", rebinding)
-    try:
-        result = fetch(f"http://rebind.test:{victim.server_port}/page.html", tmp_dir, allow_private=False)
-    finally:
-        for server in (public, victim):
-            server.shutdown()
-            server.server_close()
+    with victim, public:
+        result = fetch(f"http://rebind.test:{victim.port}/page.html", tmp_dir, allow_private=False)
 
-    assert public.requests == ["/page.html"]
+    assert public.paths() == ["/page.html"]
     assert result.error_code == "blocked_address", result.error_message
     assert "127.0.0.1" in result.error_message
-    assert victim.requests == []
+    assert victim.paths() == []
     assert os.listdir(tmp_dir) == []

@@ -28,9 +28,11 @@ import psycopg
 import pytest
 import redis
 
-from tests.conftest import BASE_DIR, last_json_line
-from tests.ledger import assert_complete
-from tests.site import Site, SiteServer, build_site
+from bench.check import assert_complete, canon_path
+from bench.sitegen import Site
+from bench.truth import ground_truth
+from tests.conftest import BASE_DIR, generated_site, last_json_line
+from tests.servers import SiteServer
 
 FULL = os.environ.get("CRAWLHUB_FAULTS", "") == "full"
 FETCH_BATCH = 10  # small batches: the pages one killed process can hold, so L4 is a tight bound
@@ -40,7 +42,7 @@ TIMEOUT = 900 if FULL else 300  # seconds a scenario may take (pytest-timeout)
 
 
 def site_of(quick: int, full: int) -> Site:
-    return build_site(full if FULL else quick)
+    return generated_site(full if FULL else quick)
 
 
 @dataclass
@@ -86,6 +88,7 @@ class FaultCrawl:
     crawl_workers: int = 0  # processes the crawl command starts itself (embedded mode)
 
     def __post_init__(self):
+        self.truth = ground_truth(self.site)
         var = self.tmp / "var"
         var.mkdir(exist_ok=True)
         self.env = (
@@ -100,7 +103,7 @@ class FaultCrawl:
         self.workers.env = self.env
 
     def __enter__(self):
-        self.server = SiteServer(self.site, delay=self.delay).__enter__()
+        self.server = SiteServer.generated(self.site, delay=self.delay).__enter__()
         return self
 
     def __exit__(self, *exc):
@@ -181,11 +184,11 @@ class FaultCrawl:
         report = json.loads(done.stdout)
         paths = self.server.paths()
         rows = report["pages"]
-        done_paths = {_path(r["url"]) for r in rows if r["state"] == "done"}
+        done_paths = {canon_path(r["url"]) for r in rows if r["state"] == "done"}
         figures = Figures(
             scenario=self.scenario,
             pages=len(rows),
-            lost=len(self.site.pages - done_paths),
+            lost=len(set(self.truth["pages"]) - done_paths),
             duplicates=report["duplicate_urls"],
             extra_fetches=sum(n - 1 for p, n in Counter(paths).items() if p != "/robots.txt"),
             kills=self.kills,
@@ -195,13 +198,13 @@ class FaultCrawl:
         RESULTS.append(figures)
         print(f"\n{figures}")
         # L1
-        assert_complete(rows, self.site, paths)
+        assert_complete(rows, self.truth, paths)
         # L2
         assert report["duplicate_urls"] == 0
         assert report["unique_constraint"], "the (project, url_key) unique constraint is missing"
         # L3
         assets = report["assets"]
-        assert assets["by_state"].get("done", 0) == len(self.site.media), assets
+        assert assets["by_state"].get("done", 0) == self.truth["media_count"], assets
         assert assets["bad_bytes"] == []
         assert assets["orphans"] == []
         assert assets["temp_files"] == []
@@ -213,12 +216,6 @@ class FaultCrawl:
         assert report["leased_tokens_left"] == 0
         assert_queues_drain(broker_url or self.env.get("CELERY_BROKER_URL", ""), Path(self.env["CRAWLHUB_VAR_DIR"]))
         return figures
-
-
-def _path(url: str) -> str:
-    from tests.ledger import path_of
-
-    return path_of(url)
 
 
 def count_pages(env: dict, project: str, state: str) -> int:

@@ -75,8 +75,8 @@ def test_3_a_warm_shutdown_finishes_the_running_task_without_redelivery(workers,
         run.start()
         run.wait_for(lambda: run.done() >= 5 and count_pages(run.env, run.project, "leased") > 0)
         fetch = workers.procs.pop("fetch")
-        fetch.send_signal(signal.SIGTERM)  # the main process: it stops consuming and waits for its tasks
-        fetch.wait(120)
+        fetch.terminate()  # the main process: it stops consuming and waits for its tasks
+        fetch.process.wait(120)
         log = (Path(tmp_path) / "fetch.log").read_text(errors="replace")
         assert "succeeded" in log.rsplit("Warm shutdown", 1)[-1], "no task finished after the warm shutdown began"
         workers.start("fetch-2", "fetch", concurrency=POOL)

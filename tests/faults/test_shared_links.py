@@ -10,7 +10,7 @@ import pytest
 from crawl.models import Page
 from tests.conftest import last_json_line, run_manage
 from tests.faults.harness import FULL, RESULTS, TIMEOUT, Figures
-from tests.site import Site, SiteServer
+from tests.servers import Site, SiteServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TIMEOUT)]
 HTML = {"Content-Type": "text/html; charset=utf-8"}
