@@ -176,7 +176,8 @@ class Gate:
             return await _answer(writer, 502, exc.error_code, str(exc))
         if request.tunnel:
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        await _splice(reader, writer, target_reader, target_writer)
+        answer = _pipe if request.tunnel else _relay_answer
+        await _splice(reader, writer, target_reader, target_writer, answer)
 
     async def _open(self, request: ProxyRequest):
         """A connection to the checked target (through the upstream if there is one), the request
@@ -242,11 +243,12 @@ async def _answer(writer, status: int, code: str, message: str) -> None:
         await writer.drain()
 
 
-async def _splice(client_reader, client_writer, target_reader, target_writer) -> None:
-    """Copy both ways until either side closes or stays silent for IDLE_TIMEOUT; then close both."""
+async def _splice(client_reader, client_writer, target_reader, target_writer, answer) -> None:
+    """Copy both ways (the target's side through `answer`) until either side closes or stays silent
+    for IDLE_TIMEOUT; then close both."""
     tasks = [
         asyncio.ensure_future(_pipe(client_reader, target_writer)),
-        asyncio.ensure_future(_pipe(target_reader, client_writer)),
+        asyncio.ensure_future(answer(target_reader, client_writer)),
     ]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -255,6 +257,31 @@ async def _splice(client_reader, client_writer, target_reader, target_writer) ->
             task.cancel()
         target_writer.close()
         client_writer.close()
+
+
+async def _relay_answer(target_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+    """A forwarded request's answer, its head saying `Connection: close`: the connection to the target
+    was checked for one request's host, so the client must not send the next one (maybe for another
+    host) on it. The target was asked to close too, but not every server says so in its answer."""
+    try:
+        head = await asyncio.wait_for(target_reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT)
+    except asyncio.LimitOverrunError:  # a head too long for the gate: the client's parser refuses it
+        return await _pipe(target_reader, client_writer)
+    except asyncio.IncompleteReadError as exc:
+        head = exc.partial
+    except (TimeoutError, ConnectionError):
+        return
+    client_writer.write(closing_head(head))
+    await _pipe(target_reader, client_writer)
+
+
+def closing_head(head: bytes) -> bytes:
+    """A response head with its hop-by-hop connection headers replaced by `Connection: close`."""
+    if not head.endswith(b"\r\n\r\n"):
+        return head
+    lines = head[:-4].split(b"\r\n")
+    kept = [line for line in lines[1:] if line.split(b":", 1)[0].strip().lower().decode("latin-1") not in HOP_HEADERS]
+    return b"\r\n".join([lines[0], *kept, b"Connection: close"]) + b"\r\n\r\n"
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -9,13 +9,14 @@ import asyncio
 import base64
 import socket
 
+import httpx
 import pytest
 import redis
 from django.conf import settings
 
 from crawl import egress, netguard
 from crawl.fetcher import FetchLimits, fetch, make_client
-from tests.servers import ForwardProxy, RawServer, Victim, answer
+from tests.servers import ForwardProxy, RawServer, Site, SiteServer, Victim, answer
 
 QUICK = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=5, max_bytes=1024 * 1024)
 
@@ -161,3 +162,29 @@ def test_a_proxy_that_is_not_an_http_url_fails_each_request_and_nothing_goes_out
     assert "http:// URL" in result.error_message
     assert site.accepted == 0
 
+
+def test_a_forwarded_answer_closes_the_connection_so_the_next_host_is_checked_again(public_host):
+    """A keep-alive target that does not say it will close: the gate's answer says so, and the
+    client's next request, to another host, opens a new connection that is checked on its own."""
+    victim = Victim()
+    page = (200, {"Content-Type": "text/plain"}, b"public")
+    with (
+        SiteServer(Site(files={"/a": page, "/b": page}), host=public_host) as site,
+        egress.gate(allow_private=False) as gate,
+    ):
+
+        async def go():
+            async with httpx.AsyncClient(proxy=gate.url, trust_env=False) as client:
+                return [
+                    await client.get(f"{site.url}/a"),
+                    await client.get(f"{site.url}/b"),
+                    await client.get(f"http://127.0.0.1:{victim.port}/secret"),
+                ]
+
+        first, second, third = asyncio.run(go())
+    victim.close()
+    assert (first.status_code, first.text, first.headers["connection"]) == (200, "public", "close")
+    assert (second.status_code, second.text) == (200, "public")
+    assert site.connections == 2  # one connection per forwarded request
+    assert third.status_code == 403 and third.headers[egress.EGRESS_HEADER] == "blocked_address"
+    assert victim.accepted == 0
