@@ -5,6 +5,7 @@ worker process and per private-network policy, reused across batches (keep-alive
 """
 
 import asyncio
+import atexit
 import email.utils
 import os
 import ssl
@@ -18,6 +19,7 @@ import httpx
 
 from .egress import EGRESS_HEADER, egress_url
 from .netguard import BlockedAddress, GuardedBackend
+from .transport import AiohttpTransport
 
 TRANSIENT_ERRORS = frozenset(
     {"connect_timeout", "read_timeout", "total_timeout", "connect_error", "protocol_error", "proxy_error"}
@@ -71,35 +73,64 @@ class EgressRefusal(Exception):
         self.error_code = error_code
 
 
-def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = "") -> httpx.AsyncClient:
+def make_client(
+    *, allow_private: bool, max_connections: int = 64, proxy: str = "", engine: str = "aiohttp"
+) -> httpx.AsyncClient:
     """An AsyncClient whose every connection passes the SSRF guard (see netguard).
 
-    With a project proxy, the client's only proxy is this process's egress gate (crawl.egress): the
-    gate checks each target as strictly as GuardedBackend does, then goes through the project's
-    proxy to the checked address, with the credentials in its URL.
+    Direct connections go through aiohttp (crawl.transport, a fraction of httpcore's CPU per page);
+    engine="httpcore" keeps httpcore's pool with netguard.GuardedBackend instead (bench/micro_fetch.py
+    compares the two). With a project proxy, the client's only proxy is this process's egress gate
+    (crawl.egress), reached through httpcore: the gate checks each target as strictly as the direct
+    guard does, then goes through the project's proxy to the checked address, with the credentials
+    in its URL.
     """
-    transport = httpx.AsyncHTTPTransport()
-    pool = dict(
-        ssl_context=httpx.create_ssl_context(),
-        max_connections=max_connections,
-        max_keepalive_connections=max_connections,
-        keepalive_expiry=5.0,
-    )
-    # httpx 0.28 has no network_backend argument; the pool is replaced with one that has it
-    # (httpx and httpcore are pinned to their minor versions in requirements/base.txt).
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    ssl_context = httpx.create_ssl_context()
     if proxy:
-        gate = httpx.URL(egress_url(allow_private=allow_private, upstream=proxy))
-        transport._pool = httpcore.AsyncHTTPProxy(
-            proxy_url=httpcore.URL(scheme=b"http", host=gate.raw_host, port=gate.port, target=b"/"),
-            network_backend=httpcore.AnyIOBackend(),
-            **pool,
+        transport = _httpcore_transport(_egress_pool(allow_private, proxy, ssl_context, max_connections))
+    elif engine == "aiohttp":
+        transport = AiohttpTransport(
+            allow_private=allow_private, ssl_context=ssl_context, max_connections=max_connections, keepalive=KEEPALIVE
         )
     else:
         backend = GuardedBackend(allow_private=allow_private)
-        transport._pool = httpcore.AsyncConnectionPool(network_backend=backend, **pool)
+        pool = httpcore.AsyncConnectionPool(network_backend=backend, **_pool_options(ssl_context, max_connections))
+        transport = _httpcore_transport(pool)
     client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
     client.through_egress = bool(proxy)
     return client
+
+
+ENGINES = ("aiohttp", "httpcore")
+KEEPALIVE = 5.0  # seconds an idle connection is kept
+
+
+def _pool_options(ssl_context: ssl.SSLContext, max_connections: int) -> dict:
+    return dict(
+        ssl_context=ssl_context,
+        max_connections=max_connections,
+        max_keepalive_connections=max_connections,
+        keepalive_expiry=KEEPALIVE,
+    )
+
+
+def _egress_pool(allow_private: bool, proxy: str, ssl_context, max_connections: int) -> httpcore.AsyncHTTPProxy:
+    gate = httpx.URL(egress_url(allow_private=allow_private, upstream=proxy))
+    return httpcore.AsyncHTTPProxy(
+        proxy_url=httpcore.URL(scheme=b"http", host=gate.raw_host, port=gate.port, target=b"/"),
+        network_backend=httpcore.AnyIOBackend(),
+        **_pool_options(ssl_context, max_connections),
+    )
+
+
+def _httpcore_transport(pool) -> httpx.AsyncHTTPTransport:
+    """httpx 0.28 has no network_backend argument; the transport's pool is replaced with one that has
+    it (httpx and httpcore are pinned to their minor versions in requirements/base.txt)."""
+    transport = httpx.AsyncHTTPTransport()
+    transport._pool = pool
+    return transport
 
 
 @dataclass
@@ -264,6 +295,7 @@ class ClientRunner:
         self._pid = None
         self._loop = None
         self._clients = {}
+        atexit.register(self.close)
 
     def _ensure(self) -> None:
         if self._pid != os.getpid():
@@ -279,6 +311,17 @@ class ClientRunner:
     def run(self, coro):
         self._ensure()
         return self._loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        """Close this process's clients (at exit: aiohttp reports a session left open as a leak).
+        Those a forked child inherited are left alone: their sockets are its parent's too."""
+        if self._pid == os.getpid() and self._clients and not self._loop.is_running():
+            clients, self._clients = list(self._clients.values()), {}
+            self._loop.run_until_complete(_close_all(clients))
+
+
+async def _close_all(clients: list[httpx.AsyncClient]) -> None:
+    await asyncio.gather(*(client.aclose() for client in clients))
 
 
 runner = ClientRunner()

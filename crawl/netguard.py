@@ -5,11 +5,12 @@ address; with `allow_private`, also to private ranges (loopback, RFC 1918, uniqu
 CRAWL_ALLOWED_NETWORKS names them, to link-local and cloud metadata addresses; and never to the
 crawler's own servers (database, broker, storage, Flower: `refuse_services`).
 
-Two transports apply it at connect time, to the address the socket connects to: GuardedBackend
-below (the page fetcher's httpx client) and crawl.egress (a loopback forward proxy for every other
-client: yt-dlp, gallery-dl, Chromium, and a project's own proxy). Each resolves a name once, refuses
-the connection if any address is refused, and connects to the checked address, so DNS cannot
-change the answer between the check and the connect.
+Three transports apply it at connect time, to the address the socket connects to: AiohttpGuard
+below (the page fetcher's httpx client over aiohttp, crawl.transport), GuardedBackend (the same
+client over httpcore) and crawl.egress (a loopback forward proxy for every other client: yt-dlp,
+gallery-dl, Chromium, and a project's own proxy). Each resolves a name once, refuses the connection
+if any address is refused, and connects to the checked address, so DNS cannot change the answer
+between the check and the connect.
 """
 
 import asyncio
@@ -19,12 +20,18 @@ from urllib.parse import urlsplit
 
 import anyio.abc
 import httpcore
+from aiohttp.abc import AbstractResolver, ResolveResult
 from httpcore._backends.anyio import AnyIOStream  # pinned: httpcore==1.0.* (requirements/base.txt)
 from httpcore._utils import is_socket_readable
 
 
 class BlockedAddress(Exception):
     """The target resolves to an address the project may not reach."""
+
+
+class BlockedSocket(BlockedAddress, OSError):
+    """BlockedAddress raised where only an OSError may be (a socket factory inside aiohttp's
+    connect): aiohttp carries it out as ClientConnectorError.os_error, crawl.transport unwraps it."""
 
 
 def _networks(*cidrs: str) -> tuple:
@@ -179,7 +186,51 @@ async def resolve(host: str, port: int) -> list[str]:
     try:
         return await lookup(host, port)
     except (socket.gaierror, UnicodeError) as exc:
-        raise httpcore.ConnectError(f"cannot resolve {host}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise httpcore.ConnectError(unresolvable(host, exc)) from None
+
+
+def unresolvable(host: str, exc: Exception) -> str:
+    """The message of a failed lookup; it starts "cannot resolve", which the fetcher reports as dns_error."""
+    return f"cannot resolve {host}: {getattr(exc, 'strerror', None) or exc}"
+
+
+class AiohttpGuard(AbstractResolver):
+    """The address check in aiohttp's TCPConnector, as its resolver and its socket factory.
+
+    As the resolver it looks a name up once and refuses it if any address is refused; the connector
+    then connects only to those checked addresses. The connector skips the resolver for an IP
+    literal, so the socket factory checks again the very address each socket is created for: no
+    socket is made for a refused address, whatever path led there.
+    """
+
+    def __init__(self, *, allow_private: bool):
+        self.allow_private = allow_private
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_UNSPEC) -> list[ResolveResult]:
+        try:
+            addresses = await lookup(host, port)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise OSError(unresolvable(host, exc)) from None  # aiohttp: ClientConnectorDNSError
+        check_addresses(host, port, addresses, allow_private=self.allow_private)
+        return [_resolved(host, address, port) for address in addresses]
+
+    async def close(self) -> None:
+        pass  # lookups run in the loop's default executor: nothing of ours to release
+
+    def open_socket(self, addr_info: tuple) -> socket.socket:
+        """TCPConnector's socket_factory: a socket only for an address the policy permits."""
+        family, kind, proto, _, sockaddr = addr_info
+        address, port = sockaddr[0], sockaddr[1]
+        try:
+            check_addresses(address, port, [address], allow_private=self.allow_private)
+        except BlockedAddress as exc:
+            raise BlockedSocket(str(exc)) from None
+        return socket.socket(family, kind, proto)
+
+
+def _resolved(host: str, address: str, port: int) -> ResolveResult:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return ResolveResult(hostname=host, host=address, port=port, family=family, proto=0, flags=0)
 
 
 class GuardedBackend(httpcore.AnyIOBackend):

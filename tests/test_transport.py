@@ -1,0 +1,243 @@
+"""crawl.transport (httpx over aiohttp) against real servers on loopback: the address guard at
+connect time, the body cap and the error codes the fetcher reports.
+
+127.0.0.2 stands for the public internet (an allowed network); 127.0.0.1 stays private. Names are
+faked by replacing netguard.getaddrinfo, the one lookup the guard makes.
+"""
+
+import asyncio
+import gc
+import os
+import socket
+import zlib
+
+import pytest
+from django.conf import settings
+
+from crawl import netguard
+from crawl.fetcher import ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
+from crawl.transport import AiohttpTransport
+from tests.hostile import HostileServer, html, tls_context
+from tests.test_fetcher import (
+    MB,
+    QUICK,
+    LoopbackServer,
+    answer,
+    drain_accepts,
+    response_head,
+    run_download,
+    run_fetch,
+    unused_port,
+)
+
+
+@pytest.fixture
+def public_host():
+    netguard.allow_networks(["127.0.0.2/32"])
+    yield "127.0.0.2"
+    netguard.allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
+
+
+@pytest.fixture
+def resolves(monkeypatch):
+    """resolves(name, [addresses]): the answer netguard's lookup gives for name from now on."""
+    answers = {}
+    real = netguard.getaddrinfo
+
+    def fake(host, port):
+        return answers[host] if host in answers else real(host, port)
+
+    monkeypatch.setattr(netguard, "getaddrinfo", fake)
+    return answers.__setitem__
+
+
+def test_the_direct_client_runs_on_aiohttp():
+    assert isinstance(make_client(allow_private=False)._transport, AiohttpTransport)
+
+
+@pytest.mark.parametrize("order", [("127.0.0.2", "127.0.0.1"), ("127.0.0.1", "127.0.0.2")])
+def test_a_name_with_one_private_address_among_allowed_ones_is_refused(public_host, resolves, order):
+    with socket.create_server(("127.0.0.1", 0)) as victim:
+        port = victim.getsockname()[1]
+        with socket.create_server((public_host, port)) as public:
+            resolves("mixed.test", list(order))
+            result = run_fetch(f"http://mixed.test:{port}/", allow_private=False)
+            assert (result.error_code, result.status_code) == ("blocked_address", None)
+            assert "mixed.test resolves to 127.0.0.1" in result.error_message
+            assert drain_accepts(victim) == drain_accepts(public) == 0
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "2130706433", "127.1", "0x7f.1", "0x7f000001", "localhost"])
+def test_every_spelling_of_ipv4_loopback_is_refused_without_connecting(host):
+    with socket.create_server(("127.0.0.1", 0)) as victim:
+        result = run_fetch(f"http://{host}:{victim.getsockname()[1]}/", allow_private=False)
+        assert result.error_code == "blocked_address", result.error_message
+        assert drain_accepts(victim) == 0
+
+
+@pytest.mark.parametrize("host", ["[::1]", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::]"])
+def test_ipv6_spellings_of_loopback_are_refused(host):
+    result = run_fetch(f"http://{host}:{unused_port()}/", allow_private=False)
+    assert result.error_code == "blocked_address", result.error_message
+
+
+def test_the_socket_factory_refuses_an_address_the_resolver_never_saw():
+    """aiohttp skips the resolver for an IP literal: the socket itself is refused."""
+    guard = netguard.AiohttpGuard(allow_private=False)
+    with pytest.raises(netguard.BlockedAddress, match=r"127\.0\.0\.1 is a non-public address"):
+        guard.open_socket((socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80)))
+    with pytest.raises(netguard.BlockedAddress, match="link-local or cloud metadata"):
+        guard.open_socket((socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", 80)))
+    guard.open_socket((socket.AF_INET, socket.SOCK_STREAM, 6, "", ("8.8.8.8", 80))).close()
+
+
+def test_a_redirect_to_a_private_address_is_refused_at_the_hop(public_host, tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as victim:
+        target = f"http://127.0.0.1:{victim.getsockname()[1]}/secret.jpg"
+        with LoopbackServer(answer("302 Found", Location=target), host=public_host) as site:
+            result = run_download(site.url("/a.jpg"), tmp_path, allow_private=False)
+        assert (result.error_code, result.status_code) == ("blocked_address", 302)
+        assert site.accepted == 1
+        assert drain_accepts(victim) == 0
+
+
+def test_a_gzip_bomb_is_capped_by_its_decoded_size():
+    bomb = zlib.compress(bytes(20 * MB), level=9, wbits=31)
+    with LoopbackServer(answer(body=bomb, Content_Encoding="gzip")) as server:
+        result = run_fetch(server.url())
+    assert len(bomb) < QUICK.max_bytes
+    assert result.error_code == "body_too_large"
+
+
+def test_the_body_reaches_the_fetcher_undecoded_and_is_inflated_there():
+    page = b"<html>" + b"<p>zipped</p>" * 500 + b"</html>"
+    with LoopbackServer(answer(body=zlib.compress(page, wbits=31), Content_Encoding="gzip")) as server:
+        result = run_fetch(server.url())
+    assert (result.error_code, result.body, result.headers["content-encoding"]) == ("", page, "gzip")
+    assert b"Accept-Encoding: gzip, deflate\r\n" in server.requests[0]
+
+
+def test_excess_bytes_in_the_same_read_as_the_head_are_not_the_answer():
+    """One write: head, the declared 100 bytes, then garbage that would parse as a next response."""
+
+    def lying(conn, server):
+        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Content-Length": "100"}) + bytes(MB))
+
+    for _ in range(5):
+        with LoopbackServer(lying) as server:
+            result = run_fetch(server.url())
+        assert (result.status_code, result.error_code, result.body) == (200, "", bytes(100))
+
+
+def test_a_malformed_answer_is_a_protocol_error_with_a_short_message():
+    garbage = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nBad Header Name: x" + b"\x00" * 300_000 + b"\r\n\r\nhello"
+    with LoopbackServer(lambda conn, server: conn.sendall(garbage)) as server:
+        result = run_fetch(server.url())
+    assert result.error_code == "protocol_error"
+    assert len(result.error_message) <= 500
+
+
+def test_a_redirect_is_reported_not_followed_and_no_cookie_is_kept_by_aiohttp():
+    """httpx's client keeps cookies (it did over httpcore too); aiohttp adds none of its own."""
+
+    def moved_with_cookie(conn, server):
+        if len(server.requests) == 1:
+            answer("302 Found", Location="/next", Set_Cookie="sid=1; Path=/")(conn, server)
+        else:
+            answer(body=b"ok")(conn, server)
+
+    async def go(url):
+        async with make_client(allow_private=True) as client:
+            first = await fetch(client, url, headers={}, limits=QUICK)
+            second = await fetch(client, first.location, headers={}, limits=QUICK)
+            return first, second, dict(client.cookies)
+
+    with LoopbackServer(moved_with_cookie) as server:
+        first, second, cookies = asyncio.run(go(server.url("/start")))
+    assert (first.status_code, first.location, second.body) == (302, server.url("/next"), b"ok")
+    assert cookies == {"sid": "1"}
+    assert server.requests[1].count(b"Cookie:") == 1 and b"Cookie: sid=1\r\n" in server.requests[1]
+
+
+def test_keep_alive_carries_many_pages_over_few_connections():
+    def keep_alive(conn, server):
+        while True:
+            conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Content-Length": "2"}) + b"ok")
+            if not conn.recv(65536):
+                return
+
+    limits = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=10, max_bytes=MB)
+
+    async def go(url):
+        async with make_client(allow_private=True) as client:
+            requests = [FetchRequest(url=f"{url}?n={n}") for n in range(60)]
+            return await fetch_many(client, requests, limits=limits, concurrency=4, per_host={"127.0.0.1": 4})
+
+    with LoopbackServer(keep_alive) as server:
+        results = asyncio.run(go(server.url()))
+    assert {(r.status_code, r.body) for r in results} == {(200, b"ok")}
+    assert server.accepted <= 8
+
+
+def test_a_server_that_hangs_up_before_answering_is_a_protocol_error():
+    with LoopbackServer(lambda conn, server: None) as server:
+        result = run_fetch(server.url())
+    assert result.error_code == "protocol_error"
+
+
+def test_a_certificate_it_cannot_verify_is_a_tls_error(tmp_path):
+    server = HostileServer({"/": lambda conn: conn.sendall(html(b"ok"))}, tls=tls_context(tmp_path, expired=False))
+    try:
+        result = run_fetch(f"{server.base}/")
+    finally:
+        server.close()
+    assert result.error_code == "tls_error", result.error_message
+
+
+def test_a_forked_child_leaves_its_parents_connections_working():
+    """A Celery prefork child inherits the parent's client: it makes its own, and collecting the
+    inherited one must not close the parent's keep-alive connection (nor unregister it from the
+    epoll set the two processes share)."""
+
+    def keep_alive(conn, server):
+        while True:
+            conn.sendall(response_head("200 OK", {"Content-Length": "2"}) + b"ok")
+            if not conn.recv(65536):
+                return
+
+    runner = ClientRunner()
+    with LoopbackServer(keep_alive) as server:
+        first = runner.run(fetch(runner.client(allow_private=True), server.url(), headers={}, limits=QUICK))
+        pid = os.fork()
+        if pid == 0:
+            child = runner.run(fetch(runner.client(allow_private=True), server.url(), headers={}, limits=QUICK))
+            gc.collect()
+            os._exit(0 if child.status_code == 200 else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+        again = runner.run(fetch(runner.client(allow_private=True), server.url(), headers={}, limits=QUICK))
+        runner.close()
+    assert (first.status_code, again.status_code, again.error_code) == (200, 200, "")
+    assert server.accepted == 2  # the parent's connection, kept alive, and the child's own
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_refused_connection_is_a_connect_error_whatever_the_scheme(scheme):
+    result = run_fetch(f"{scheme}://127.0.0.1:{unused_port()}/")
+    assert result.error_code == "connect_error", result.error_message
+    assert result.error_message.startswith("cannot connect to 127.0.0.1:")
+
+
+def test_a_server_whose_backlog_is_full_is_a_connect_timeout():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        waiting = [socket.socket() for _ in range(3)]
+        for sock in waiting:
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", port))
+        limits = FetchLimits(connect_timeout=1, read_timeout=2, total_timeout=5, max_bytes=MB)
+        result = run_fetch(f"http://127.0.0.1:{port}/", limits=limits)
+        for sock in waiting:
+            sock.close()
+    assert (result.error_code, round(result.elapsed)) == ("connect_timeout", 1)
