@@ -6,6 +6,7 @@ worker process and per private-network policy, reused across batches (keep-alive
 
 import asyncio
 import atexit
+import contextlib
 import email.utils
 import os
 import ssl
@@ -340,7 +341,7 @@ async def fetch_many(
     async def one(request: FetchRequest) -> FetchResponse:
         await asyncio.sleep(max(0.0, request.start_at - time.time()))
         host = httpx.URL(request.url).host
-        async with host_gates.get(host, gate), gate:
+        async with host_gates.get(host) or contextlib.nullcontext(), gate:
             if paused.get(host, 0) > time.time():
                 return FetchResponse(
                     url=request.url, error_code="host_backoff", error_message="the host asked us to wait (Retry-After)"

@@ -17,18 +17,8 @@ from django.conf import settings
 from crawl import netguard
 from crawl.fetcher import ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
 from crawl.transport import AiohttpTransport
-from tests.hostile import HostileServer, html, tls_context
-from tests.test_fetcher import (
-    MB,
-    QUICK,
-    LoopbackServer,
-    answer,
-    drain_accepts,
-    response_head,
-    run_download,
-    run_fetch,
-    unused_port,
-)
+from tests.servers import RawServer, answer, head, html, tls_context
+from tests.test_fetcher import MB, QUICK, drain_accepts, run_download, run_fetch, unused_port
 
 
 @pytest.fixture
@@ -94,7 +84,7 @@ def test_the_socket_factory_refuses_an_address_the_resolver_never_saw():
 def test_a_redirect_to_a_private_address_is_refused_at_the_hop(public_host, tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as victim:
         target = f"http://127.0.0.1:{victim.getsockname()[1]}/secret.jpg"
-        with LoopbackServer(answer("302 Found", Location=target), host=public_host) as site:
+        with RawServer(answer("302 Found", Location=target), host=public_host) as site:
             result = run_download(site.url("/a.jpg"), tmp_path, allow_private=False)
         assert (result.error_code, result.status_code) == ("blocked_address", 302)
         assert site.accepted == 1
@@ -103,7 +93,7 @@ def test_a_redirect_to_a_private_address_is_refused_at_the_hop(public_host, tmp_
 
 def test_a_gzip_bomb_is_capped_by_its_decoded_size():
     bomb = zlib.compress(bytes(20 * MB), level=9, wbits=31)
-    with LoopbackServer(answer(body=bomb, Content_Encoding="gzip")) as server:
+    with RawServer(answer(body=bomb, Content_Encoding="gzip")) as server:
         result = run_fetch(server.url())
     assert len(bomb) < QUICK.max_bytes
     assert result.error_code == "body_too_large"
@@ -111,7 +101,7 @@ def test_a_gzip_bomb_is_capped_by_its_decoded_size():
 
 def test_the_body_reaches_the_fetcher_undecoded_and_is_inflated_there():
     page = b"<html>" + b"<p>zipped</p>" * 500 + b"</html>"
-    with LoopbackServer(answer(body=zlib.compress(page, wbits=31), Content_Encoding="gzip")) as server:
+    with RawServer(answer(body=zlib.compress(page, wbits=31), Content_Encoding="gzip")) as server:
         result = run_fetch(server.url())
     assert (result.error_code, result.body, result.headers["content-encoding"]) == ("", page, "gzip")
     assert b"Accept-Encoding: gzip, deflate\r\n" in server.requests[0]
@@ -121,17 +111,17 @@ def test_excess_bytes_in_the_same_read_as_the_head_are_not_the_answer():
     """One write: head, the declared 100 bytes, then garbage that would parse as a next response."""
 
     def lying(conn, server):
-        conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Content-Length": "100"}) + bytes(MB))
+        conn.sendall(head("200 OK", Content_Type="text/html", Content_Length=100) + bytes(MB))
 
     for _ in range(5):
-        with LoopbackServer(lying) as server:
+        with RawServer(lying) as server:
             result = run_fetch(server.url())
         assert (result.status_code, result.error_code, result.body) == (200, "", bytes(100))
 
 
 def test_a_malformed_answer_is_a_protocol_error_with_a_short_message():
     garbage = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nBad Header Name: x" + b"\x00" * 300_000 + b"\r\n\r\nhello"
-    with LoopbackServer(lambda conn, server: conn.sendall(garbage)) as server:
+    with RawServer(lambda conn, server: conn.sendall(garbage)) as server:
         result = run_fetch(server.url())
     assert result.error_code == "protocol_error"
     assert len(result.error_message) <= 500
@@ -152,7 +142,7 @@ def test_a_redirect_is_reported_not_followed_and_no_cookie_is_kept_by_aiohttp():
             second = await fetch(client, first.location, headers={}, limits=QUICK)
             return first, second, dict(client.cookies)
 
-    with LoopbackServer(moved_with_cookie) as server:
+    with RawServer(moved_with_cookie) as server:
         first, second, cookies = asyncio.run(go(server.url("/start")))
     assert (first.status_code, first.location, second.body) == (302, server.url("/next"), b"ok")
     assert cookies == {"sid": "1"}
@@ -162,7 +152,7 @@ def test_a_redirect_is_reported_not_followed_and_no_cookie_is_kept_by_aiohttp():
 def test_keep_alive_carries_many_pages_over_few_connections():
     def keep_alive(conn, server):
         while True:
-            conn.sendall(response_head("200 OK", {"Content-Type": "text/html", "Content-Length": "2"}) + b"ok")
+            conn.sendall(head("200 OK", Content_Type="text/html", Content_Length=2) + b"ok")
             if not conn.recv(65536):
                 return
 
@@ -173,20 +163,34 @@ def test_keep_alive_carries_many_pages_over_few_connections():
             requests = [FetchRequest(url=f"{url}?n={n}") for n in range(60)]
             return await fetch_many(client, requests, limits=limits, concurrency=4, per_host={"127.0.0.1": 4})
 
-    with LoopbackServer(keep_alive) as server:
+    with RawServer(keep_alive) as server:
         results = asyncio.run(go(server.url()))
     assert {(r.status_code, r.body) for r in results} == {(200, b"ok")}
     assert server.accepted <= 8
 
 
+def test_a_batch_to_a_host_without_its_own_limit_is_bounded_by_the_batch_alone():
+    """A host missing from per_host shares only the batch's limit (it once waited on it twice and hung)."""
+    limits = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=10, max_bytes=MB)
+
+    async def go(url):
+        async with asyncio.timeout(20), make_client(allow_private=True) as client:
+            requests = [FetchRequest(url=f"{url}?n={n}") for n in range(12)]
+            return await fetch_many(client, requests, limits=limits, concurrency=2)
+
+    with RawServer(answer(body=b"ok")) as server:
+        results = asyncio.run(go(server.url()))
+    assert [(r.status_code, r.body) for r in results] == [(200, b"ok")] * 12
+
+
 def test_a_server_that_hangs_up_before_answering_is_a_protocol_error():
-    with LoopbackServer(lambda conn, server: None) as server:
+    with RawServer(lambda conn, server: None) as server:
         result = run_fetch(server.url())
     assert result.error_code == "protocol_error"
 
 
 def test_a_certificate_it_cannot_verify_is_a_tls_error(tmp_path):
-    server = HostileServer({"/": lambda conn: conn.sendall(html(b"ok"))}, tls=tls_context(tmp_path, expired=False))
+    server = RawServer({"/": lambda conn: conn.sendall(html(b"ok"))}, tls=tls_context(tmp_path, expired=False))
     try:
         result = run_fetch(f"{server.base}/")
     finally:
@@ -201,12 +205,12 @@ def test_a_forked_child_leaves_its_parents_connections_working():
 
     def keep_alive(conn, server):
         while True:
-            conn.sendall(response_head("200 OK", {"Content-Length": "2"}) + b"ok")
+            conn.sendall(head("200 OK", Content_Length=2) + b"ok")
             if not conn.recv(65536):
                 return
 
     runner = ClientRunner()
-    with LoopbackServer(keep_alive) as server:
+    with RawServer(keep_alive) as server:
         first = runner.run(fetch(runner.client(allow_private=True), server.url(), headers={}, limits=QUICK))
         pid = os.fork()
         if pid == 0:
