@@ -12,6 +12,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,6 +68,18 @@ def make_serve(var: Path, port: int) -> Iterator[subprocess.Popen]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def processes_of(var: Path) -> list[str]:
+    """Command lines of the processes still running with this console's var folder in their
+    environment: the command, its worker and pool, beat, the web server and its workers."""
+    mark = f"CRAWLHUB_VAR_DIR={var}".encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if mark in (proc / "environ").read_bytes().split(b"\0"):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+    return found
 
 
 def wait_ready(log: Path, proc: subprocess.Popen, timeout: float = 180) -> str:
@@ -131,6 +144,10 @@ def test_a_new_user_serves_the_console_starts_a_crawl_and_reads_its_job(truth, s
             page.screenshot(path=str(shots["tryurl"]), full_page=True)
 
     assert "workers" in startup and "scheduler" in startup, startup
+    deadline = time.monotonic() + 30
+    while processes_of(var) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert processes_of(var) == [], "Ctrl-C stopped the worker, beat and web server with the command"
     assert header_bg == ADMIN_HEADER_BG, f"the admin's CSS did not load (header background {header_bg})"
 
     with sqlite3.connect(var / "db.sqlite3") as db:

@@ -52,6 +52,9 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if not 1 <= opts["port"] <= 65535:
             raise CommandError("--port must be from 1 to 65535")
+        # Ctrl-C and SIGTERM stop it all, also where SIGINT came ignored (started as a background job)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _interrupt)
         embedded = settings.CELERY_EMBEDDED_BROKER
         workers = opts["workers"] if opts["workers"] is not None else (2 if embedded else 0)
         beat = opts["beat"] if opts["beat"] is not None else embedded
@@ -148,7 +151,6 @@ class Command(BaseCommand):
 
     def _supervise(self, web, children, worker) -> None:
         """Until Ctrl-C or SIGTERM: restart a worker that died; stop everything if the web server did."""
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         while True:
             if web.poll() is not None:
                 raise CommandError(f"the web server exited ({web.returncode}); see var/log/serve-web.log")
@@ -158,6 +160,10 @@ class Command(BaseCommand):
                 if child is not web and child.poll() is not None:
                     raise CommandError(f"celery beat exited ({child.returncode}); see var/log/serve-beat.log")
             time.sleep(1)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _stop(child: subprocess.Popen) -> None:
