@@ -30,7 +30,8 @@ def normalise_text(text: str) -> str:
     Words with letters and digits otherwise ("3rd", "mp3", "v2", "2024a") are kept.
     """
     words = unicodedata.normalize("NFKC", text).casefold().split()
-    return " ".join(word for word in words if not _is_counter_or_clock(word))
+    # isalpha() first: a word of letters only (most of them) is kept without a call.
+    return " ".join(word for word in words if word.isalpha() or not _is_counter_or_clock(word))
 
 
 def _is_counter_or_clock(word: str) -> bool:
@@ -68,25 +69,31 @@ def simhash(text: str, bits: int = 64) -> int:
 def _simhash_of_words(words: list[str], bits: int) -> int:
     if bits % 8 or not 8 <= bits <= 512:
         raise ValueError(f"bits must be a multiple of 8 from 8 to 512, not {bits}")
-    hashes = [_shingle_hash(shingle, bits) for shingle in _shingles(words)]
-    if not hashes:
+    shingles = _shingles(words)
+    if not shingles:
         return 0
-    # One string of bits per shingle; zip(*...) reads them column by column, in C.
-    rows = [format(value, f"0{bits}b") for value in hashes]
-    columns = ("".join(column) for column in zip(*rows, strict=True))
-    majority = "".join("1" if 2 * column.count("1") > len(hashes) else "0" for column in columns)
-    return int(majority, 2)
+    # Every shingle's hash side by side in one int, and a mask with bit 0 of each: bit i's column
+    # is then one shift, one AND and one bit_count, each over all shingles at once, in C.
+    size = bits // 8
+    stacked = int.from_bytes(b"".join([_shingle_digest(shingle, size) for shingle in shingles]), "big")
+    lowest = int.from_bytes((bytes(size - 1) + b"\x01") * len(shingles), "big")
+    majority = 0
+    for bit in range(bits):
+        if 2 * (stacked >> bit & lowest).bit_count() > len(shingles):
+            majority |= 1 << bit
+    return majority
 
 
 def _shingles(words: list[str]) -> list[str]:
     if len(words) < SHINGLE_WORDS:
         return [" ".join(words)] if words else []
-    return [" ".join(words[i : i + SHINGLE_WORDS]) for i in range(len(words) - SHINGLE_WORDS + 1)]
+    return list(
+        map(" ".join, zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False))
+    )  # zip stops at the shortest slice
 
 
-def _shingle_hash(shingle: str, bits: int) -> int:
-    digest = hashlib.blake2b(shingle.encode("utf-8"), digest_size=bits // 8).digest()
-    return int.from_bytes(digest, "big")
+def _shingle_digest(shingle: str, size: int) -> bytes:
+    return hashlib.blake2b(shingle.encode("utf-8"), digest_size=size).digest()
 
 
 def hamming(a: int, b: int) -> int:

@@ -1,5 +1,6 @@
 """scrape.fingerprint: normalised text, exact hashes and simhash near duplicates. Pure: no database."""
 
+import hashlib
 import random
 
 import pytest
@@ -81,3 +82,23 @@ def test_it_measures_hamming_distance_symmetrically_and_zero_on_equal_inputs(a, 
     assert hamming(a, b) == hamming(b, a)
     assert hamming(a, a) == 0
     assert (hamming(a, b) == 0) == (a == b)
+
+
+def test_it_keeps_the_values_stored_by_earlier_versions():
+    """Pages keep their simhash in the database: a faster simhash must give the very same bits,
+    or stored pages would no longer compare with new ones."""
+    assert simhash(article(300, seed=1)) == 3015118484569738913
+    assert simhash(article(50, seed=3), bits=128) == 150392723502311385832274073079322370211
+    assert simhash(article(2, seed=4)) == 1331107480939213153
+    assert simhash("two words") == 12740284047219384780
+    assert simhash("Ünïcode ＡＢＣ text, 3rd of 12 items") == 20969964299714633
+
+
+@given(st.text(), st.sampled_from([8, 64, 128]))
+def test_it_sets_each_bit_by_the_majority_of_the_shingle_hashes(text, bits):
+    """The plain definition, bit by bit, as the reference for the packed computation."""
+    words = normalise_text(text).split()
+    shingles = [" ".join(words[i : i + 3]) for i in range(len(words) - 2)] or ([" ".join(words)] if words else [])
+    hashes = [int.from_bytes(hashlib.blake2b(s.encode(), digest_size=bits // 8).digest(), "big") for s in shingles]
+    expected = sum(1 << bit for bit in range(bits) if 2 * sum(h >> bit & 1 for h in hashes) > len(hashes))
+    assert simhash(text, bits) == expected
