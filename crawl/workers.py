@@ -7,13 +7,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from celery import current_app
 from django.conf import settings
 
 from crawlproject.queues import STAGE_QUEUES
 
 log = logging.getLogger("crawlhub.workers")
+DRAIN_SECONDS = 20.0  # at the end of a crawl, how long the embedded worker may take over leftover messages
 
 
 def worker_command(
@@ -76,6 +79,20 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def drain(self, timeout: float = DRAIN_SECONDS) -> bool:
+        """Wait (at most timeout) until its queues hold no message; whether they emptied.
+
+        At the end of a crawl the rows owe nothing, so what is left in the queues are duplicates that
+        a consumer takes as no-ops (a batch republished after a slow lease, a wakeup); consumed now,
+        they do not sit in the embedded broker until the next run."""
+        deadline = time.monotonic() + timeout
+        with current_app.connection_for_write() as connection:
+            while True:
+                queued = sum(_queued(connection, queue) for queue in self.queues.split(","))
+                if not queued or not self.alive() or time.monotonic() > deadline:
+                    return not queued
+                time.sleep(0.2)
+
     def terminate(self) -> None:
         """Ask for a warm shutdown: the main process only, its pool children finish their tasks."""
         if self.alive():
@@ -95,6 +112,14 @@ class WorkerProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout)
         self.kill()
+
+
+def _queued(connection, queue: str) -> int:
+    """Messages waiting in a queue (Redis has no key for an empty one: the passive declare fails)."""
+    try:
+        return connection.default_channel.queue_declare(queue, passive=True).message_count
+    except connection.channel_errors:
+        return 0
 
 
 class EmbeddedWorker(WorkerProcess):

@@ -157,6 +157,9 @@ class Command(BaseCommand):
             summary = self._summary(project, job, started, completed)  # the crawl's time, not the shutdown's
         finally:
             if worker:
+                if completed:
+                    with contextlib.suppress(*OUTAGES):
+                        worker.drain()
                 worker.stop()
         self._report(summary, opts["json"])
         if not completed:
