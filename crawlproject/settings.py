@@ -226,7 +226,10 @@ if CELERY_EMBEDDED_BROKER:
         "control_folder": str(BROKER_DIR / "control"),
         "processed_folder": str(BROKER_DIR / "processed"),
         "store_processed": False,
-        "polling_interval": 0.1,
+        # How soon an idle consumer sees a new message (a busy one reads on without waiting): at
+        # 0.1 s the stages waited on each other, 240 pages/s against 417 at 0.01 on the bench site;
+        # an idle worker then polls for about 1% of a core.
+        "polling_interval": 0.01,
     }
 else:
     # Above every task's hard time limit, so a running task is never redelivered; a killed
