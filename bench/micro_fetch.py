@@ -4,12 +4,8 @@ The site (~2.5 KB pages) is served by another process (nginx when installed, els
 so this process's CPU (getrusage) is the client's alone: connections, HTTP parsing, the guard, the
 capped body reads. Each repetition fetches every page once, REQUESTS in flight, after a warm-up.
 
-    python -m bench.micro_fetch --engine aiohttp             # httpx over aiohttp (crawl.transport)
-    python -m bench.micro_fetch --engine httpcore            # httpx over httpcore (netguard.GuardedBackend)
-    python -m bench.micro_fetch --engine default --json      # make_client() as it is: another checkout's too
-
---engine default passes no engine to make_client, so the script runs against a checkout that has
-no such argument (PYTHONPATH=that-checkout python bench/micro_fetch.py --engine default).
+    python -m bench.micro_fetch [--json]                          # this checkout's make_client()
+    PYTHONPATH=../other-checkout python bench/micro_fetch.py      # another checkout's, to compare
 """
 
 import argparse
@@ -62,16 +58,14 @@ async def measure(client, urls: list[str], requests: int) -> dict:
 
 
 async def run(args, base: str, paths: list[str]) -> list[dict]:
-    engine = {} if args.engine == "default" else {"engine": args.engine}
     urls = [f"{base}{path}" for path in paths]
-    async with make_client(allow_private=True, **engine) as client:
+    async with make_client(allow_private=True) as client:
         await measure(client, urls[: args.requests * 4], args.requests)  # connections and caches warm
         return [await measure(client, urls, args.requests) for _ in range(args.repeat)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--engine", choices=("aiohttp", "httpcore", "default"), default="aiohttp")
     parser.add_argument("--pages", type=int, default=3000)
     parser.add_argument("--requests", type=int, default=32, help="requests in flight")
     parser.add_argument("--repeat", type=int, default=5)
@@ -101,9 +95,9 @@ def report(args, server: str, runs: list[dict]) -> None:
         )
     cpu = statistics.median(r["cpu_ms_per_page"] for r in runs)
     rate = statistics.median(r["pages_per_s"] for r in runs)
-    print(f"{args.engine}: median {cpu:.3f} CPU ms/page, {rate:.0f} pages/s ({args.pages} pages, server {server})")
+    print(f"median {cpu:.3f} CPU ms/page, {rate:.0f} pages/s ({args.pages} pages, server {server})")
     if args.json:
-        figures = {"engine": args.engine, "server": server, "cpu_ms_per_page": cpu, "pages_per_s": rate}
+        figures = {"server": server, "cpu_ms_per_page": cpu, "pages_per_s": rate}
         print(json.dumps(figures | {"runs": runs}))
 
 

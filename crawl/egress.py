@@ -201,11 +201,9 @@ class Gate:
 
 async def _checked_address(host: str, port: int, *, allow_private: bool) -> str:
     try:
-        addresses = await netguard.lookup(host, port)
-    except (OSError, UnicodeError) as exc:
-        raise EgressError("dns_error", f"cannot resolve {host}: {getattr(exc, 'strerror', None) or exc}") from None
-    netguard.check_addresses(host, port, addresses, allow_private=allow_private)
-    return addresses[0]
+        return (await netguard.checked_lookup(host, port, allow_private=allow_private))[0]
+    except netguard.Unresolvable as exc:
+        raise EgressError("dns_error", str(exc)) from None
 
 
 async def _connect(address: str, port: int, what: str):

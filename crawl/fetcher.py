@@ -19,7 +19,7 @@ import httpcore
 import httpx
 
 from .egress import EGRESS_HEADER, egress_url
-from .netguard import BlockedAddress, GuardedBackend
+from .netguard import BlockedAddress
 from .transport import AiohttpTransport
 
 TRANSIENT_ERRORS = frozenset(
@@ -74,63 +74,43 @@ class EgressRefusal(Exception):
         self.error_code = error_code
 
 
-def make_client(
-    *, allow_private: bool, max_connections: int = 64, proxy: str = "", engine: str = "aiohttp"
-) -> httpx.AsyncClient:
+def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = "") -> httpx.AsyncClient:
     """An AsyncClient whose every connection passes the SSRF guard (see netguard).
 
-    Direct connections go through aiohttp (crawl.transport, a fraction of httpcore's CPU per page);
-    engine="httpcore" keeps httpcore's pool with netguard.GuardedBackend instead (bench/micro_fetch.py
-    compares the two). With a project proxy, the client's only proxy is this process's egress gate
-    (crawl.egress), reached through httpcore: the gate checks each target as strictly as the direct
-    guard does, then goes through the project's proxy to the checked address, with the credentials
-    in its URL.
+    Direct connections go through aiohttp (crawl.transport, a fraction of httpcore's CPU per page).
+    With a project proxy, the client's only proxy is this process's egress gate (crawl.egress),
+    reached through httpcore: the gate checks each target as strictly as the direct guard does, then
+    goes through the project's proxy to the checked address, with the credentials in its URL.
     """
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     ssl_context = httpx.create_ssl_context()
     if proxy:
-        transport = _httpcore_transport(_egress_pool(allow_private, proxy, ssl_context, max_connections))
-    elif engine == "aiohttp":
+        transport = _egress_transport(allow_private, proxy, ssl_context, max_connections)
+    else:
         transport = AiohttpTransport(
             allow_private=allow_private, ssl_context=ssl_context, max_connections=max_connections, keepalive=KEEPALIVE
         )
-    else:
-        backend = GuardedBackend(allow_private=allow_private)
-        pool = httpcore.AsyncConnectionPool(network_backend=backend, **_pool_options(ssl_context, max_connections))
-        transport = _httpcore_transport(pool)
     client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
     client.through_egress = bool(proxy)
     return client
 
 
-ENGINES = ("aiohttp", "httpcore")
 KEEPALIVE = 5.0  # seconds an idle connection is kept
 
 
-def _pool_options(ssl_context: ssl.SSLContext, max_connections: int) -> dict:
-    return dict(
+def _egress_transport(allow_private: bool, proxy: str, ssl_context, max_connections: int) -> httpx.AsyncHTTPTransport:
+    """httpcore's proxy pool towards the egress gate. httpx 0.28 has no network_backend argument, so
+    the transport's pool is replaced (httpx and httpcore are pinned to their minor versions in
+    requirements/base.txt)."""
+    gate = httpx.URL(egress_url(allow_private=allow_private, upstream=proxy))
+    transport = httpx.AsyncHTTPTransport()
+    transport._pool = httpcore.AsyncHTTPProxy(
+        proxy_url=httpcore.URL(scheme=b"http", host=gate.raw_host, port=gate.port, target=b"/"),
+        network_backend=httpcore.AnyIOBackend(),
         ssl_context=ssl_context,
         max_connections=max_connections,
         max_keepalive_connections=max_connections,
         keepalive_expiry=KEEPALIVE,
     )
-
-
-def _egress_pool(allow_private: bool, proxy: str, ssl_context, max_connections: int) -> httpcore.AsyncHTTPProxy:
-    gate = httpx.URL(egress_url(allow_private=allow_private, upstream=proxy))
-    return httpcore.AsyncHTTPProxy(
-        proxy_url=httpcore.URL(scheme=b"http", host=gate.raw_host, port=gate.port, target=b"/"),
-        network_backend=httpcore.AnyIOBackend(),
-        **_pool_options(ssl_context, max_connections),
-    )
-
-
-def _httpcore_transport(pool) -> httpx.AsyncHTTPTransport:
-    """httpx 0.28 has no network_backend argument; the transport's pool is replaced with one that has
-    it (httpx and httpcore are pinned to their minor versions in requirements/base.txt)."""
-    transport = httpx.AsyncHTTPTransport()
-    transport._pool = pool
     return transport
 
 

@@ -1,16 +1,15 @@
-"""The one address check every outbound connection passes, and the httpcore backend that applies it.
+"""The one address check every outbound connection passes, and the aiohttp resolver that applies it.
 
 `refusal(address, port, allow_private=...)` is the policy: a connection may go to a global unicast
 address; with `allow_private`, also to private ranges (loopback, RFC 1918, unique-local); never, unless
 CRAWL_ALLOWED_NETWORKS names them, to link-local and cloud metadata addresses; and never to the
 crawler's own servers (database, broker, storage, Flower: `refuse_services`).
 
-Three transports apply it at connect time, to the address the socket connects to: AiohttpGuard
-below (the page fetcher's httpx client over aiohttp, crawl.transport), GuardedBackend (the same
-client over httpcore) and crawl.egress (a loopback forward proxy for every other client: yt-dlp,
-gallery-dl, Chromium, and a project's own proxy). Each resolves a name once, refuses the connection
-if any address is refused, and connects to the checked address, so DNS cannot change the answer
-between the check and the connect.
+Two transports apply it at connect time, to the address the socket connects to: AiohttpGuard
+below (the page fetcher's httpx client over aiohttp, crawl.transport) and crawl.egress (a loopback
+forward proxy for every other client: yt-dlp, gallery-dl, Chromium, and a project's own proxy).
+Both look a name up once with `checked_lookup`, which refuses it if any address is refused, and
+connect to a checked address, so DNS cannot change the answer between the check and the connect.
 """
 
 import asyncio
@@ -18,11 +17,7 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-import anyio.abc
-import httpcore
 from aiohttp.abc import AbstractResolver, ResolveResult
-from httpcore._backends.anyio import AnyIOStream  # pinned: httpcore==1.0.* (requirements/base.txt)
-from httpcore._utils import is_socket_readable
 
 
 class BlockedAddress(Exception):
@@ -182,11 +177,18 @@ async def lookup(host: str, port: int | None) -> list[str]:
     return await asyncio.get_running_loop().run_in_executor(None, getaddrinfo, host, port)
 
 
-async def resolve(host: str, port: int) -> list[str]:
+class Unresolvable(OSError):
+    """The name has no address (its message starts "cannot resolve": the fetcher's dns_error)."""
+
+
+async def checked_lookup(host: str, port: int | None, *, allow_private: bool) -> list[str]:
+    """The addresses of host, each one permitted (BlockedAddress if any is not, Unresolvable if none)."""
     try:
-        return await lookup(host, port)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise httpcore.ConnectError(unresolvable(host, exc)) from None
+        addresses = await lookup(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise Unresolvable(unresolvable(host, exc)) from None
+    check_addresses(host, port, addresses, allow_private=allow_private)
+    return addresses
 
 
 def unresolvable(host: str, exc: Exception) -> str:
@@ -207,11 +209,9 @@ class AiohttpGuard(AbstractResolver):
         self.allow_private = allow_private
 
     async def resolve(self, host: str, port: int = 0, family: int = socket.AF_UNSPEC) -> list[ResolveResult]:
-        try:
-            addresses = await lookup(host, port)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise OSError(unresolvable(host, exc)) from None  # aiohttp: ClientConnectorDNSError
-        check_addresses(host, port, addresses, allow_private=self.allow_private)
+        addresses = await checked_lookup(
+            host, port, allow_private=self.allow_private
+        )  # Unresolvable: aiohttp's DNS error
         return [_resolved(host, address, port) for address in addresses]
 
     async def close(self) -> None:
@@ -231,39 +231,3 @@ class AiohttpGuard(AbstractResolver):
 def _resolved(host: str, address: str, port: int) -> ResolveResult:
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     return ResolveResult(hostname=host, host=address, port=port, family=family, proto=0, flags=0)
-
-
-class GuardedBackend(httpcore.AnyIOBackend):
-    """An httpcore backend that connects only to checked addresses."""
-
-    def __init__(self, *, allow_private: bool):
-        super().__init__()
-        self.allow_private = allow_private
-
-    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        addresses = await resolve(host, port)
-        check_addresses(host, port, addresses, allow_private=self.allow_private)
-        stream = await super().connect_tcp(addresses[0], port, timeout, local_address, socket_options)
-        return SocketCachedStream(stream._stream)
-
-
-class SocketCachedStream(AnyIOStream):
-    """httpcore's pool asks every idle connection whether its socket is readable (closed by the
-    server) each time it assigns a request, and anyio rebuilds a dict of attribute getters for
-    every such lookup: 6% of a fetch worker's CPU in the bench's profile. The socket is looked up
-    once here; the readability check itself is unchanged."""
-
-    def __init__(self, stream: anyio.abc.ByteStream):
-        super().__init__(stream)
-        self._raw_socket = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-
-    def get_extra_info(self, info: str):
-        if info == "is_readable":
-            return is_socket_readable(self._raw_socket)
-        if info == "socket":
-            return self._raw_socket
-        return super().get_extra_info(info)
-
-    async def start_tls(self, *args, **kwargs):
-        tls = await super().start_tls(*args, **kwargs)
-        return SocketCachedStream(tls._stream)

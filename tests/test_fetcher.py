@@ -359,14 +359,14 @@ def test_it_blocks_a_private_download_without_connecting_and_leaves_no_file(tmp_
     assert os.listdir(tmp_dir) == []
 
 
-def test_it_fetches_over_tls_through_the_guarded_backend_and_reuses_the_connection(tmp_path):
-    """The guarded backend's stream (netguard.SocketCachedStream) through start_tls, then the pool's
-    keep-alive check on the idle TLS connection before the second request."""
+def test_it_fetches_over_tls_through_the_guarded_transport_and_reuses_the_connection(tmp_path):
+    """The guarded transport through TLS, then the pool's keep-alive reuse of the idle TLS
+    connection for the second request."""
     import ssl
 
-    import httpcore
+    import httpx
 
-    from crawl.netguard import GuardedBackend, SocketCachedStream
+    from crawl.transport import AiohttpTransport
 
     server_context = tls_context(tmp_path, expired=False)
     client_context = ssl.create_default_context(cafile=str(tmp_path / "cert-False.pem"))
@@ -374,16 +374,14 @@ def test_it_fetches_over_tls_through_the_guarded_backend_and_reuses_the_connecti
         port = server.port
 
         async def two_requests():
-            backend = GuardedBackend(allow_private=True)
-            async with httpcore.AsyncConnectionPool(ssl_context=client_context, network_backend=backend) as pool:
-                first = await pool.request("GET", f"https://127.0.0.2:{port}/one")
-                streams = [c._connection._network_stream for c in pool.connections]
-                second = await pool.request("GET", f"https://127.0.0.2:{port}/two")
-                return first, second, streams
+            transport = AiohttpTransport(allow_private=True, ssl_context=client_context, max_connections=4, keepalive=5)
+            async with httpx.AsyncClient(transport=transport) as client:
+                first = await client.get(f"https://127.0.0.2:{port}/one")
+                second = await client.get(f"https://127.0.0.2:{port}/two")
+                return first, second
 
-        first, second, streams = asyncio.run(two_requests())
-    assert (first.status, first.content, second.content) == (200, b"/one", b"/two")
-    assert len(streams) == 1 and isinstance(streams[0], SocketCachedStream)
+        first, second = asyncio.run(two_requests())
+    assert (first.status_code, first.content, second.content) == (200, b"/one", b"/two")
     assert server.accepted == 1, "the second request came over the first connection"
 
 
