@@ -93,13 +93,25 @@ def access_log_report(truth: dict, lines: Iterable[str]) -> dict:
     }
 
 
+def _row_summary(row: dict | None) -> str:
+    if row is None:
+        return "never discovered"
+    keys = ("state", "status_code", "error_code", "error_message", "attempts")
+    return ", ".join(f"{k}={row[k]!r}" for k in keys if k in row)
+
+
 def assert_complete(rows: list[dict], truth: dict, server_paths: list[str]) -> None:
     """Every reachable page exactly once and done; 404s, redirects and robots refusals as the site intends."""
     paths = Counter(canon_path(r["url"]) for r in rows)
     assert [p for p, n in paths.items() if n > 1] == [], "a URL appears twice in the export"
     by_path = {canon_path(r["url"]): r for r in rows}
     ok = {p for p, r in by_path.items() if r["state"] == "done" and r["status_code"] == 200}
-    assert ok == set(truth["pages"])
+    expected = set(truth["pages"])
+    missing = sorted(expected - ok)
+    assert not missing, "pages not done with 200: " + ", ".join(
+        f"{p} ({_row_summary(by_path.get(p))})" for p in missing[:10]
+    )
+    assert ok == expected, f"pages done that the site does not have: {sorted(ok - expected)[:10]}"
     for path in truth["broken_urls"]:
         assert (by_path[path]["state"], by_path[path]["error_code"]) == ("failed", "http_404")
     for path in truth["disallowed_urls_linked"]:
