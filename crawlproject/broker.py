@@ -1,4 +1,7 @@
-"""kombu's Redis transport, hardened against one crash when the broker goes away.
+"""kombu's transports, hardened: Redis against one crash when the broker goes away, the embedded
+filesystem broker against a message read while it is being written.
+
+Redis:
 
 When Redis restarts or dies, the worker's consumer closes its channel, and kombu then tries to
 put the unacknowledged messages back through a connection that is already gone: an
@@ -10,8 +13,14 @@ timeout), and the database's leases and the reaper bring the work back sooner an
 """
 
 import logging
+import os
+import time
+import uuid
 
-from kombu.transport import TRANSPORT_ALIASES, redis
+from kombu.exceptions import ChannelError
+from kombu.transport import TRANSPORT_ALIASES, filesystem, redis
+from kombu.transport.virtual import Empty
+from kombu.utils.json import dumps
 
 log = logging.getLogger("crawlhub.broker")
 
@@ -49,7 +58,56 @@ class Transport(redis.Transport):
     Channel = Channel
 
 
+class FilesystemChannel(filesystem.Channel):
+    """kombu writes a message file in place (create, then write), and a consumer that lists the
+    folder between the two takes the empty file: JSONDecodeError, an "unrecoverable error" that
+    stopped the embedded worker, and the message lost until the reaper republished its work (a
+    bench crawl waited 300 s on it). Here the message is written under a name no consumer reads
+    (it does not end in ".<queue>.msg"), then renamed into place: a rename is atomic, so a
+    consumer sees the whole message or none."""
+
+    def _put(self, queue, payload, **kwargs):
+        name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        final = os.path.join(self.data_folder_out, name)
+        partial = f"{final}.part"
+        try:
+            with open(partial, "wb", buffering=0) as f:
+                f.write(dumps(payload).encode())
+            os.replace(partial, final)
+        except OSError as exc:
+            raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    def _get(self, queue):
+        try:
+            return super()._get(queue)
+        except Empty:
+            self._sweep_parts()
+            raise
+
+    _swept_at = 0.0
+
+    def _sweep_parts(self, every: float = 60.0) -> None:
+        """A publisher killed between the write and the rename leaves its ".part" file (its work is
+        republished by the reaper from the rows): removed once it is a minute old."""
+        now = time.time()
+        if now - FilesystemChannel._swept_at < every:
+            return
+        FilesystemChannel._swept_at = now
+        for entry in os.scandir(self.data_folder_in):
+            try:
+                if entry.name.endswith(".part") and now - entry.stat().st_mtime > every:
+                    os.remove(entry.path)
+            except OSError:  # renamed or removed meanwhile
+                continue
+
+
+class FilesystemTransport(filesystem.Transport):
+    Channel = FilesystemChannel
+
+
 def install() -> None:
-    """Make redis:// URLs use this transport. An alias, not the broker_transport setting, so the
-    broker URL keeps its redis:// scheme for everything that reads it (Flower's queue lengths)."""
+    """Make redis:// and filesystem:// URLs use these transports. Aliases, not the broker_transport
+    setting, so the broker URL keeps its scheme for everything that reads it (Flower's queue
+    lengths)."""
     TRANSPORT_ALIASES["redis"] = f"{__name__}:Transport"
+    TRANSPORT_ALIASES["filesystem"] = f"{__name__}:FilesystemTransport"

@@ -3,6 +3,7 @@ transaction insert what was discovered (sorted, so concurrent batches cannot dea
 items and hand each page's verdict to the frontier. A row the database refuses is failed alone:
 its batch-mates are written one by one."""
 
+import json
 import logging
 import math
 import re
@@ -151,16 +152,32 @@ def handler_logs_store(results: list[PageResult]) -> None:
 def _jsonb_safe(value):
     """Values the database can store: PostgreSQL refuses NUL characters and non-finite numbers, and
     no UTF-8 holds a lone surrogate (JSON's "\\ud800" escape); they become U+FFFD or null instead of
-    failing the page."""
+    failing the page. A container is first checked whole in its C-encoded JSON form, and returned
+    as it is when none of these is in it (nearly always): walking every string in Python cost more
+    than the page's extraction."""
+    if isinstance(value, dict | list) and value:
+        try:
+            encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (ValueError, TypeError):  # a non-finite number, or a type JSON has no form for
+            return _jsonb_mended(value)
+        try:
+            encoded.encode()  # UTF-8 holds no lone surrogate
+        except UnicodeEncodeError:
+            return _jsonb_mended(value)
+        return _jsonb_mended(value) if "\\u0000" in encoded else value
+    return _jsonb_mended(value)
+
+
+def _jsonb_mended(value):
     if isinstance(value, str):
         value = value.replace("\x00", "\ufffd")
         return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
     if isinstance(value, float) and not math.isfinite(value):
         return None  # NaN and infinities are not JSON
     if isinstance(value, dict):
-        return {_jsonb_safe(k): _jsonb_safe(v) for k, v in value.items()}
+        return {_jsonb_mended(k): _jsonb_mended(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonb_safe(v) for v in value]
+        return [_jsonb_mended(v) for v in value]
     return value
 
 

@@ -255,3 +255,15 @@ def test_a_spider_request_keeps_its_route_and_meta_across_a_redirect(db):
         (link,) = extract_page(page, b"", {"location": "/there"}).links
         assert (link.request.get("route"), link.request.get("meta")) == ("results", {"q": 1})
         assert link.request.get("method") == method, status
+
+
+def test_stored_json_is_mended_only_where_the_database_would_refuse_it():
+    from scrape.services import _jsonb_safe
+
+    clean = {"links": [{"url": "http://a.test/", "text": "é 漢字"}], "n": 1.5, "t": ("a", None)}
+    assert _jsonb_safe(clean) is clean  # nothing to mend: the same object, not a copy
+    written = {"text": "a backslash-u escape written out: \\u0000"}
+    assert _jsonb_safe(written) == written  # text, not a NUL: kept as it is
+    dirty = {"a\ud800": ["x\x00y", {"deep": float("nan")}, float("inf")], "ok": "fine"}
+    assert _jsonb_safe(dirty) == {"a\ufffd": ["x\ufffdy", {"deep": None}, None], "ok": "fine"}
+    assert _jsonb_safe("nul\x00") == "nul\ufffd" and _jsonb_safe([]) == []

@@ -359,3 +359,45 @@ def test_it_reads_canonical_headings_opengraph_and_json_ld():
     assert page.opengraph == {"og:title": "Park approved", "og:image": "/og.jpg"}
     assert page.json_ld == [{"@type": "NewsArticle", "headline": "Park"}]
     assert ("https://news.example.com/og.jpg", "image") in [(m.url, m.kind) for m in page.media]
+
+
+_BASES = st.sampled_from(
+    [
+        "http://example.com/dir/page.html",
+        "http://example.com/other/deeper/",
+        "https://example.com/dir/page.html?q=1#f",
+        "http://other.test:8080/a;p?x",
+        "https://user@example.com/",
+        "http://[::1]/x",
+        "http://[bad/x",
+        "ftp://example.com/dir/",
+        "http://example.com",
+    ]
+)
+_HREF_PARTS = st.sampled_from(
+    ["/", "//", "http://", "https://", "h.test", "a", "..", ".", "?", "#", ";", ":", "\t", "\n", " ", "[", "%2F", "é"]
+)
+
+
+@given(st.lists(st.tuples(_BASES, st.lists(_HREF_PARTS, min_size=1, max_size=6).map("".join)), min_size=1, max_size=30))
+def test_a_remembered_resolution_is_the_one_urljoin_gives_for_this_base(pairs):
+    """The resolution cache keys on the base's scheme and host only for hrefs that depend on nothing
+    else: every answer, cached or not, is the uncached one, whatever base asked first."""
+    from scrape import extractors
+
+    for base, href in pairs + pairs[::-1]:
+        stripped = href.strip()
+        expected = None if not stripped or stripped.startswith("#") else extractors._absolute_http_url(base, stripped)
+        assert absolute_http_url(base, href) == expected, (base, href)
+
+
+@pytest.mark.parametrize(
+    "href", ["//", "//?q", "///x", "http://", "http:///x", "http://?q", "?q", "a/b", "./", "/x", "//h/x"]
+)
+def test_hrefs_that_read_the_base_path_are_resolved_per_base(href):
+    first = absolute_http_url("http://example.com/one/page.html?a", href)
+    second = absolute_http_url("http://example.com/two/", href)
+    from scrape import extractors
+
+    assert first == extractors._absolute_http_url("http://example.com/one/page.html?a", href)
+    assert second == extractors._absolute_http_url("http://example.com/two/", href)

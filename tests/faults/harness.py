@@ -245,7 +245,7 @@ def assert_queues_drain(broker_url: str, var_dir: Path | None = None, timeout: f
             lengths = {q: client.llen(q) for q in ("fetch", "extract", "download")}
             client.close()
         else:
-            lengths = {"files": sum(1 for _ in (var_dir / "broker" / "data").glob("*"))}
+            lengths = {"files": sum(1 for _ in (var_dir / "broker" / "data").glob("*.msg"))}
         if not any(lengths.values()):
             return
         assert time.monotonic() < deadline, f"messages left in the broker: {lengths}"

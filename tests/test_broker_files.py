@@ -1,0 +1,51 @@
+"""The embedded filesystem broker: a message is never seen half-written, and what a killed publisher
+leaves behind is swept."""
+
+import os
+import time
+
+import pytest
+from kombu import Connection
+
+from crawlproject import broker
+
+
+@pytest.fixture
+def channel(tmp_path):
+    broker.install()
+    folders = {k: str(tmp_path) for k in ("data_folder_in", "data_folder_out", "control_folder")}
+    with Connection("filesystem://localhost/", transport_options=folders) as connection:
+        channel = connection.default_channel
+        assert isinstance(channel, broker.FilesystemChannel)
+        yield channel
+
+
+def test_a_message_being_written_is_not_taken(channel, tmp_path, monkeypatch):
+    seen_while_writing = []
+    rename = os.replace
+
+    def replace_after_a_look(src, dst):
+        # The file is written, not yet renamed: the consumer's view of the folder at that moment.
+        try:
+            seen_while_writing.append(channel._get("fetch"))
+        except broker.Empty:
+            seen_while_writing.append(None)
+        rename(src, dst)
+
+    monkeypatch.setattr(broker.os, "replace", replace_after_a_look)
+    channel._put("fetch", {"body": "ids [1, 2, 3]"})
+    assert seen_while_writing == [None]
+    assert channel._get("fetch") == {"body": "ids [1, 2, 3]"}
+    with pytest.raises(broker.Empty):
+        channel._get("fetch")
+
+
+def test_a_killed_publishers_part_file_is_swept_after_a_minute(channel, tmp_path, monkeypatch):
+    old, fresh = tmp_path / "1_a.fetch.msg.part", tmp_path / "2_b.fetch.msg.part"
+    for part in (old, fresh):
+        part.write_bytes(b'{"half')
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    monkeypatch.setattr(broker.FilesystemChannel, "_swept_at", 0.0)
+    with pytest.raises(broker.Empty):
+        channel._get("fetch")  # the half-written files are not messages
+    assert not old.exists() and fresh.exists()
