@@ -83,27 +83,25 @@ def _recordset_rows(fields, chunk) -> tuple[str, list] | None:
     non-finite float, a type of its own): the caller sends arrays instead."""
     keyed = [(f"c{i}", f) for i, f in enumerate(fields)]
     try:
-        rows = [
-            {k: _json_value(f.get_db_prep_save(getattr(o, f.attname), connection)) for k, f in keyed} for o in chunk
-        ]
+        rows = [{k: json_value(f.get_db_prep_save(getattr(o, f.attname), connection)) for k, f in keyed} for o in chunk]
         document = json.dumps(rows, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (_NoJsonForm, ValueError):  # ValueError: NaN or an infinity
+    except (NoJsonForm, ValueError):  # ValueError: NaN or an infinity
         return None
     columns = ", ".join(f"{k} {f.cast_db_type(connection)}" for k, f in keyed)
     return f"SELECT {', '.join(k for k, _ in keyed)} FROM json_to_recordset(%s::json) AS r({columns})", [document]
 
 
-class _NoJsonForm(Exception):
+class NoJsonForm(Exception):
     pass
 
 
-def _json_value(value):
+def json_value(value):
     """A prepared database value as json_to_recordset reads it into its column's type."""
     if value is None or isinstance(value, str | bool | int | float):
         return value
     if isinstance(value, Jsonb):
         if value.obj is None or value.dumps not in (None, json.dumps):
-            raise _NoJsonForm  # a JSON null reads back as SQL NULL; a custom encoder is its own
+            raise NoJsonForm  # a JSON null reads back as SQL NULL; a custom encoder is its own
         return value.obj
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
@@ -111,7 +109,7 @@ def _json_value(value):
         return str(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return "\\x" + bytes(value).hex()
-    raise _NoJsonForm
+    raise NoJsonForm
 
 
 def _unnest_rows(fields, chunk) -> tuple[str, list]:

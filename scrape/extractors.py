@@ -115,43 +115,51 @@ def absolute_http_url(base: str, href: str) -> str | None:
         return url
 
 
-# Resolved links by (base scheme, base host, href), for the hrefs whose resolution depends on nothing
-# else of the base (see _join_key): a site's pages link the same URLs over and over, and urljoin,
+# Resolved links by (base scheme, host, folder, href), for the hrefs whose resolution depends on
+# nothing else of the base (see _join_key): a site's pages link the same URLs over and over, and urljoin,
 # urldefrag and urlsplit per link were a sixth of the extract stage. Bounded: cleared when full.
-_JOINED: dict[tuple[str, str, str], str | None] = {}
+_JOINED: dict[tuple[str, str, str, str], str | None] = {}
 _JOINED_MAX = 100_000
 _NETWORK_PATH_END = "/?#"
 
 
-def _join_key(base: str, href: str) -> tuple[str, str, str] | None:
-    """The cache key of an href that urljoin resolves from the base's scheme and host alone: a
-    path from the root ("/a/b") or a URL with a host ("//h/x", "http://h/x"). None for the others
-    (relative paths, queries, empty hosts, or tab and line-break characters, which urlsplit drops
-    before it reads the href)."""
-    if href[0] == "/":
-        if href[1:2] == "/" and (len(href) < 3 or href[2] in _NETWORK_PATH_END):
-            return None  # "//" with no host resolves against the base's path
-    elif href.startswith("http://"):
-        if len(href) < 8 or href[7] in _NETWORK_PATH_END:
-            return None
-    elif href.startswith("https://"):
-        if len(href) < 9 or href[8] in _NETWORK_PATH_END:
-            return None
-    else:
-        return None
+def _join_key(base: str, href: str) -> tuple[str, str, str, str] | None:
+    """The cache key of an href whose resolution depends on the base's scheme, host and folder
+    only: a path from the root ("/a/b") or a URL with a host ("//h/x", "http://h/x"), keyed without
+    the folder; a relative path ("../a/b", "c.html"), keyed with the folder when the base's path
+    starts at the root. None for the others (queries and fragments alone, which keep the base's
+    path, a colon that may start a scheme, "//" without a host, tab and line-break characters that
+    urlsplit drops before it reads the href)."""
     if "\t" in href or "\n" in href or "\r" in href:
         return None
     try:
-        scheme, netloc = _base_origin(base)
+        scheme, netloc, folder = _base_parts(base)
     except ValueError:  # a base urlsplit refuses: resolved (and refused) the long way
         return None
-    return scheme, netloc, href
+    first = href[0]
+    if first == "/":
+        if href[1:2] == "/" and (len(href) < 3 or href[2] in _NETWORK_PATH_END):
+            return None  # "//" with no host resolves against the base's path
+        return scheme, netloc, "", href
+    if href.startswith("http://"):
+        return None if len(href) < 8 or href[7] in _NETWORK_PATH_END else (scheme, netloc, "", href)
+    if href.startswith("https://"):
+        return None if len(href) < 9 or href[8] in _NETWORK_PATH_END else (scheme, netloc, "", href)
+    if first in _KEEPS_BASE_PATH or ":" in href or folder is None:
+        return None
+    return scheme, netloc, folder, href
+
+
+_KEEPS_BASE_PATH = "?#;"
 
 
 @functools.lru_cache(maxsize=256)
-def _base_origin(base: str) -> tuple[str, str]:
+def _base_parts(base: str) -> tuple[str, str, str | None]:
+    """The base's scheme, host, and folder (its path up to the last "/"; None unless the path
+    starts with "/", where urljoin's merge of the two paths depends on the folder alone)."""
     parts = urlparse(base)
-    return parts.scheme, parts.netloc
+    path = parts.path
+    return parts.scheme, parts.netloc, path[: path.rfind("/") + 1] if path.startswith("/") else None
 
 
 def _absolute_http_url(base: str, href: str) -> str | None:

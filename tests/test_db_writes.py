@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.db.models import Q
 from django.forms.models import model_to_dict
 from django.utils import timezone
 from psycopg.types.json import Jsonb
@@ -109,10 +110,10 @@ def test_values_without_a_json_form_go_as_arrays(projects):
     row = Item(project=project, page_id=page.id, kind="page", position=0, data={"score": float("nan")})
     row.created_at = row.updated_at = now
     assert db._recordset_rows(fields, [row]) is None  # NaN is not JSON
-    with pytest.raises(db._NoJsonForm):
-        db._json_value(Jsonb(None))  # JSON null would read back as SQL NULL
-    with pytest.raises(db._NoJsonForm):
-        db._json_value([1, 2])  # a type of its own (an array column)
+    with pytest.raises(db.NoJsonForm):
+        db.json_value(Jsonb(None))  # JSON null would read back as SQL NULL
+    with pytest.raises(db.NoJsonForm):
+        db.json_value([1, 2])  # a type of its own (an array column)
 
 
 @pytest.mark.django_db
@@ -129,8 +130,49 @@ def test_values_without_a_json_form_go_as_arrays(projects):
     ],
 )
 def test_every_prepared_type_reads_back_as_itself(value, pg_type):
-    document = json.dumps([{"c0": db._json_value(value)}], ensure_ascii=False)
+    document = json.dumps([{"c0": db.json_value(value)}], ensure_ascii=False)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT c0 FROM json_to_recordset(%s::json) AS r(c0 {pg_type})", [document])
         got = cursor.fetchone()[0]
     assert (bytes(got) if isinstance(got, memoryview) else got) == value
+
+
+def finish_rows(project, monkeypatch, *, case_form: bool) -> list[dict]:
+    from django.db.models import F
+
+    from crawl.frontier import leases
+
+    rows = pages_for(project, 4)
+    db.insert_new_ids(Page, rows, conflict_fields=("project", "url_key"))
+    token, claimed = leases.lease_claim(Page, [r.id for r in rows], claimable=Q(state="queued"), state="leased")
+    assert len(claimed) == 4
+    ids = sorted(r.id for r in rows)
+    changes = {
+        ids[0]: {"state": "done", "title": AWKWARD, "status_code": 200, "request": {"a": [1, "x"]}, "priority": 5},
+        ids[1]: {"state": "done", "title": "", "status_code": 404, "request": {}, "error_code": "http_404"},
+        ids[2]: {"state": "done", "title": "t", "status_code": None, "request": {"b": None}},
+        ids[3]: {"state": "done", "title": "t", "status_code": 301, "request": {}, "priority": -2},
+    }
+    for row in changes.values():
+        row["attempts"] = F("attempts") + 10  # an expression every row shares
+    taken = []
+    if case_form:
+        monkeypatch.setattr(leases, "_finish_from_json", lambda *a: None)
+    else:
+        original = leases._finish_from_json
+        monkeypatch.setattr(leases, "_finish_from_json", lambda *a: taken.append(original(*a)) or taken[-1])
+    written = leases.lease_finish(Page, token=token, from_state="leased", changes=changes)
+    assert written == set(ids)
+    assert taken == ([] if case_form else [set(ids)])  # the JSON form wrote them, or was not asked
+    assert leases.lease_finish(Page, token=token, from_state="leased", changes=changes) == set()  # the lease is gone
+    keep = ("state", "title", "status_code", "request", "priority", "error_code", "attempts", "lease_token")
+    return [{k: v for k, v in r.items() if k in keep} for r in stored(Page, project)]
+
+
+def test_finishing_leases_from_a_json_document_writes_what_case_branches_write(projects, monkeypatch):
+    a, b = projects
+    via_json = finish_rows(a, monkeypatch, case_form=False)
+    via_case = finish_rows(b, monkeypatch, case_form=True)
+    assert via_json == via_case
+    assert [r["priority"] for r in via_json] == [5, -1, -2, -2]  # a row without the column keeps its own
+    assert [r["attempts"] for r in via_json] == [11] * 4 and {r["lease_token"] for r in via_json} == {None}

@@ -364,6 +364,10 @@ def test_it_reads_canonical_headings_opengraph_and_json_ld():
 _BASES = st.sampled_from(
     [
         "http://example.com/dir/page.html",
+        "http://example.com/dir/other.html;p?q",
+        "http://example.com/dir/",
+        "http://example.com/dir/sub/../x.html",
+        "http://example.com//double/x",
         "http://example.com/other/deeper/",
         "https://example.com/dir/page.html?q=1#f",
         "http://other.test:8080/a;p?x",
@@ -375,10 +379,31 @@ _BASES = st.sampled_from(
     ]
 )
 _HREF_PARTS = st.sampled_from(
-    ["/", "//", "http://", "https://", "h.test", "a", "..", ".", "?", "#", ";", ":", "\t", "\n", " ", "[", "%2F", "é"]
+    [
+        "/",
+        "//",
+        "http://",
+        "https://",
+        "h.test",
+        "a",
+        "..",
+        ".",
+        "?",
+        "#",
+        ";",
+        ":",
+        "\t",
+        "\n",
+        " ",
+        "[",
+        "%2F",
+        "é",
+        "x.html",
+    ]
 )
 
 
+@settings(max_examples=300)
 @given(st.lists(st.tuples(_BASES, st.lists(_HREF_PARTS, min_size=1, max_size=6).map("".join)), min_size=1, max_size=30))
 def test_a_remembered_resolution_is_the_one_urljoin_gives_for_this_base(pairs):
     """The resolution cache keys on the base's scheme and host only for hrefs that depend on nothing

@@ -23,7 +23,8 @@ def report(slug: str) -> dict:
     project = Project.objects.get(slug=slug)
     pages = list(
         Page.objects.filter(project=project).values(
-            "url", "url_key", "state", "status_code", "error_code", "error_message", "attempts", "final_url", "lease_token"
+            *("url", "url_key", "state", "status_code", "error_code", "error_message", "attempts"),
+            *("final_url", "lease_token"),
         )
     )
     url_counts = Counter(p["url"] for p in pages)
