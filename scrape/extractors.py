@@ -16,7 +16,6 @@ MEDIA_EXTENSIONS = {
     "video": (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".m3u8", ".ogv"),
     "audio": (".mp3", ".ogg", ".oga", ".wav", ".flac", ".m4a", ".opus"),
 }
-_SPACE = re.compile(r"\s+")
 # The visible text with a line break mark (a Unicode noncharacter, which \s does not match) around
 # every block, as one XSLT pass: libxslt walks the tree in C, where a Python walk over lxml's
 # element proxies costs several times the parse on a large page.
@@ -47,15 +46,22 @@ _TEXT_LINES = lxml.etree.XSLT(
 )
 _SRCSET_URL = re.compile(r"[\s,]*(\S+)")
 _BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-_DESCRIPTION = "//meta[translate(@name, 'DESCRIPTION', 'description')='description']/@content"  # any case
+# XPaths compiled once: compiling one costs more than running it on a page.
+_DESCRIPTION = lxml.etree.XPath("//meta[translate(@name, 'DESCRIPTION', 'description')='description']/@content")
+_LANG = lxml.etree.XPath("/html/@lang")
+_BASE = lxml.etree.XPath("//base/@href")
 # (kind, XPath, whether the attribute is a srcset). "//source", not "/source": libxml2's HTML 4
 # parser does not know <source> is void, so a second <source> ends up inside the first.
-_MEDIA_QUERIES = (
-    ("image", "//img/@src | //video/@poster", False),
-    ("image", "//img/@srcset | //picture//source/@srcset", True),
-    ("video", "//video/@src | //video//source/@src", False),
-    ("audio", "//audio/@src | //audio//source/@src", False),
+_MEDIA_QUERIES = tuple(
+    (kind, lxml.etree.XPath(xpath), is_srcset)
+    for kind, xpath, is_srcset in (
+        ("image", "//img/@src | //video/@poster", False),
+        ("image", "//img/@srcset | //picture//source/@srcset", True),
+        ("video", "//video/@src | //video//source/@src", False),
+        ("audio", "//audio/@src | //audio//source/@src", False),
+    )
 )
+_MEDIA_SUFFIXES = tuple(suffix for suffixes in MEDIA_EXTENSIONS.values() for suffix in suffixes)
 
 
 @dataclass
@@ -182,15 +188,16 @@ def extract_html(body: bytes, base_url: str, *, charset: str | None = None, max_
 
     base = _base_href(doc, base_url)
     links = _links(doc, base, max_links)
+    opengraph = metadata.opengraph(doc)
     return Extraction(
         title=_clean(doc.findtext(".//title") or "")[:1000],
-        description=_clean(_first(doc.xpath(_DESCRIPTION)))[:2000],
-        lang=_clean(_first(doc.xpath("/html/@lang")))[:20],
+        description=_clean(_first(_DESCRIPTION(doc)))[:2000],
+        lang=_clean(_first(_LANG(doc)))[:20],
         links=links,
-        media=_unique(_media(doc, base, links) + _og_media(metadata.opengraph(doc), base)),
+        media=_unique(_media(doc, base, links) + _og_media(opengraph, base)),
         canonical=metadata.canonical_link(doc, base),
         headings=metadata.headings(doc),
-        opengraph=metadata.opengraph(doc),
+        opengraph=opengraph,
         json_ld=metadata.json_ld(doc),
         text=_visible_text(doc),
     )
@@ -246,7 +253,7 @@ def _as_utf8(body: bytes, charset: str | None) -> tuple[bytes, str | None]:
 
 
 def _base_href(doc, page_url: str) -> str:
-    href = _first(doc.xpath("//base/@href"))
+    href = _first(_BASE(doc))
     return absolute_http_url(page_url, href) or page_url if href else page_url
 
 
@@ -255,35 +262,50 @@ def _first(values) -> str:
 
 
 def _clean(text: str) -> str:
-    return _SPACE.sub(" ", text).strip()
+    return " ".join(text.split())  # str.split's whitespace is the regex \s, without the regex
 
 
-_META_ROBOTS = "//meta[translate(@name, 'ROBOTS', 'robots')='robots']/@content"  # any case
+def element_text(el) -> str:
+    """el.text_content(), without its XPath evaluation for an element with no children (most links)."""
+    return el.text_content() if len(el) else el.text or ""
+
+
+_META_ROBOTS = lxml.etree.XPath("//meta[translate(@name, 'ROBOTS', 'robots')='robots']/@content")  # any case
 
 
 def _links(doc, base: str, max_links: int) -> list[Link]:
     """The page's links, each marked nofollow by its rel or by the page's <meta name="robots">
     (nofollow or none)."""
-    directives = {d.strip().lower() for value in doc.xpath(_META_ROBOTS) for d in str(value).split(",")}
+    directives = {d.strip().lower() for value in _META_ROBOTS(doc) for d in str(value).split(",")}
     page_nofollow = bool(directives & {"nofollow", "none"})
     seen, links = set(), []
-    for el in doc.xpath("//a[@href] | //area[@href]"):
-        url = absolute_http_url(base, el.get("href"))
+    for el in _iter_document(doc, "a", "area"):
+        href = el.get("href")
+        if href is None:
+            continue
+        url = absolute_http_url(base, href)
         if url is None or url in seen:
             continue
         seen.add(url)
         nofollow = page_nofollow or "nofollow" in (el.get("rel") or "").lower().split()
-        links.append(Link(url=url, text=_clean(el.text_content())[:300], nofollow=nofollow))
+        links.append(Link(url=url, text=_clean(element_text(el))[:300], nofollow=nofollow))
         if len(links) >= max_links:
             break
     return links
+
+
+def _iter_document(doc, *tags):
+    """The elements of those tags in document order, as "//a | //area" finds them: libxml2 puts what
+    follows a closed </html> in a second root element, a sibling of doc."""
+    for top in (doc, *doc.itersiblings()):
+        yield from top.iter(*tags)
 
 
 def _media(doc, base: str, links: list[Link]) -> list[MediaRef]:
     """Embedded media, and links to files with a media extension (links already resolved)."""
     found: dict[str, str] = {}
     for kind, xpath, is_srcset in _MEDIA_QUERIES:
-        for value in doc.xpath(xpath):
+        for value in xpath(doc):
             for candidate in _srcset_urls(str(value)) if is_srcset else [str(value)]:
                 url = absolute_http_url(base, candidate)
                 if url:
@@ -312,6 +334,8 @@ def _srcset_urls(value: str) -> list[str]:
 
 
 def media_kind_of(url: str) -> str | None:
+    if not url.partition("#")[0].partition("?")[0].lower().endswith(_MEDIA_SUFFIXES):
+        return None  # no path can end with one (most links): no urlsplit
     path = urlsplit(url).path.lower()
     for kind, extensions in MEDIA_EXTENSIONS.items():
         if path.endswith(extensions):

@@ -8,6 +8,7 @@ import hashlib
 import re
 import string
 import unicodedata
+from hashlib import blake2b
 
 SHINGLE_WORDS = 3
 # Clock and calendar tokens that contain letters, so that the no-letters rule does not drop them.
@@ -72,15 +73,18 @@ def _simhash_of_words(words: list[str], bits: int) -> int:
     shingles = _shingles(words)
     if not shingles:
         return 0
-    # Every shingle's hash side by side in one int, and a mask with bit 0 of each: bit i's column
-    # is then one shift, one AND and one bit_count, each over all shingles at once, in C.
+    # Column j (byte j of every shingle's hash) as one int of n bytes, and a mask with bit 0 of each
+    # byte: counting bit b of the column over all shingles is then one shift, one AND and one
+    # bit_count, in C, on ints n bytes long. Bit i of the fingerprint is bit i of the big-endian digest.
     size = bits // 8
-    stacked = int.from_bytes(b"".join([_shingle_digest(shingle, size) for shingle in shingles]), "big")
-    lowest = int.from_bytes((bytes(size - 1) + b"\x01") * len(shingles), "big")
+    joined = b"".join([blake2b(shingle.encode(), digest_size=size).digest() for shingle in shingles])
+    lowest = int.from_bytes(b"\x01" * len(shingles), "big")
     majority = 0
-    for bit in range(bits):
-        if 2 * (stacked >> bit & lowest).bit_count() > len(shingles):
-            majority |= 1 << bit
+    for j in range(size):
+        column = int.from_bytes(joined[j::size], "big")
+        for b in range(8):
+            if 2 * (column >> b & lowest).bit_count() > len(shingles):
+                majority |= 1 << ((size - 1 - j) * 8 + b)
     return majority
 
 
@@ -90,10 +94,6 @@ def _shingles(words: list[str]) -> list[str]:
     return list(
         map(" ".join, zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False))
     )  # zip stops at the shortest slice
-
-
-def _shingle_digest(shingle: str, size: int) -> bytes:
-    return hashlib.blake2b(shingle.encode("utf-8"), digest_size=size).digest()
 
 
 def hamming(a: int, b: int) -> int:

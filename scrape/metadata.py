@@ -6,22 +6,29 @@ and a broken JSON-LD block is skipped, never fatal. Pure: no Django, no network.
 
 import json
 
+import lxml.etree
+
 from .extractors import _clean as clean
-from .extractors import absolute_http_url
+from .extractors import absolute_http_url, element_text
 
 MAX_HEADINGS = 100
 MAX_JSON_LD_BYTES = 200_000
+# Compiled once: compiling an XPath costs more than running it on a page.
+_CANONICAL = lxml.etree.XPath("//link[translate(@rel, 'CANONICAL', 'canonical')='canonical']/@href")
+_HEADINGS = lxml.etree.XPath("//h1 | //h2 | //h3")
+_META = lxml.etree.XPath("//meta[@property or @name]")
+_JSON_LD = lxml.etree.XPath("//script[contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json')]")
 
 
 def canonical_link(doc, base: str) -> str:
-    hrefs = doc.xpath("//link[translate(@rel, 'CANONICAL', 'canonical')='canonical']/@href")
+    hrefs = _CANONICAL(doc)
     return (absolute_http_url(base, str(hrefs[0])) or "") if hrefs else ""
 
 
 def headings(doc) -> list[dict]:
     found = []
-    for el in doc.xpath("//h1 | //h2 | //h3")[:MAX_HEADINGS]:
-        text = clean(el.text_content())[:300]
+    for el in _HEADINGS(doc)[:MAX_HEADINGS]:
+        text = clean(element_text(el))[:300]
         if text:
             found.append({"level": int(el.tag[1]), "text": text})
     return found
@@ -30,7 +37,7 @@ def headings(doc) -> list[dict]:
 def opengraph(doc) -> dict:
     """og:* and twitter:* meta properties (first value of each)."""
     found: dict[str, str] = {}
-    for el in doc.xpath("//meta[@property or @name]"):
+    for el in _META(doc):
         key = (el.get("property") or el.get("name") or "").strip().lower()
         if key.startswith(("og:", "twitter:")) and el.get("content"):
             found.setdefault(key, el.get("content").strip()[:2000])
@@ -40,7 +47,7 @@ def opengraph(doc) -> dict:
 def json_ld(doc) -> list:
     """Every parseable application/ld+json block (objects and lists flattened one level)."""
     blocks = []
-    for script in doc.xpath("//script[contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json')]"):
+    for script in _JSON_LD(doc):
         raw = (script.text or "").strip()
         if not raw or len(raw) > MAX_JSON_LD_BYTES:
             continue

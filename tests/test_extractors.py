@@ -426,3 +426,46 @@ def test_hrefs_that_read_the_base_path_are_resolved_per_base(href):
 
     assert first == extractors._absolute_http_url("http://example.com/one/page.html?a", href)
     assert second == extractors._absolute_http_url("http://example.com/two/", href)
+
+
+_LINK_MARKUP = st.lists(
+    st.sampled_from(
+        [
+            '<a href="/a.html">plain</a>',
+            '<a href="b.html">  spaced \n\t text  </a>',
+            '<a href="/c.html"><b>bold</b> and <i>italic\u00a0</i></a>',
+            '<area href="/map.html">',
+            "<a>no href</a>",
+            '<a href="/d.html" rel="NoFollow">nofollow</a>',
+            '<a href="mailto:x@example.com">mail</a>',
+            '<a href="/a.html">repeated</a>',
+            '<a href="/e.html">\u2003em\u2003space\u3000ideographic</a>',
+            "</html><p>after the end",
+            '<meta name="ROBOTS" content="noindex, NOFOLLOW">',
+        ]
+    ),
+    max_size=25,
+)
+
+
+@given(_LINK_MARKUP)
+@settings(max_examples=200)
+def test_its_links_are_those_of_the_xpath_union_with_their_collapsed_text(parts):
+    """The links found by walking the tree (and the root's siblings) are the links of
+    "//a[@href] | //area[@href]" in document order, with text_content() collapsed by \\s+."""
+    import re
+
+    import lxml.html
+
+    html = f"<html><body>{''.join(parts)}</body></html>".encode()
+    extraction = extract_html(html, PAGE_URL)
+    doc = lxml.html.document_fromstring(html, parser=lxml.html.HTMLParser(remove_comments=True))
+    nofollow_page = bool(re.search("(?i)nofollow", " ".join(doc.xpath("//meta/@content"))))
+    expected, seen = [], set()
+    for el in doc.xpath("//a[@href] | //area[@href]"):
+        url = absolute_http_url(PAGE_URL, el.get("href"))
+        if url and url not in seen:
+            seen.add(url)
+            nofollow = nofollow_page or "nofollow" in (el.get("rel") or "").lower()
+            expected.append((url, re.sub(r"\s+", " ", el.text_content()).strip(), nofollow))
+    assert [(link.url, link.text, link.nofollow) for link in extraction.links] == expected
