@@ -56,14 +56,14 @@ def insert_both_ways(monkeypatch, model, rows_json, rows_arrays, **kwargs):
     sent = []
     original = db._recordset_rows
 
-    def recording(fields, chunk):
-        sent.append(original(fields, chunk))
+    def recording(fields, chunk, conn):
+        sent.append(original(fields, chunk, conn))
         return sent[-1]
 
     monkeypatch.setattr(db, "_recordset_rows", recording)
     db.insert_new_ids(model, rows_json, **kwargs)
     assert sent and all(s is not None and "json_to_recordset" in s[0] for s in sent)
-    monkeypatch.setattr(db, "_recordset_rows", lambda fields, chunk: None)  # the arrays path
+    monkeypatch.setattr(db, "_recordset_rows", lambda fields, chunk, conn: None)  # the arrays path
     db.insert_new_ids(model, rows_arrays, **kwargs)
 
 
@@ -109,7 +109,7 @@ def test_values_without_a_json_form_go_as_arrays(projects):
     now = timezone.now()
     row = Item(project=project, page_id=page.id, kind="page", position=0, data={"score": float("nan")})
     row.created_at = row.updated_at = now
-    assert db._recordset_rows(fields, [row]) is None  # NaN is not JSON
+    assert db._recordset_rows(fields, [row], connection) is None  # NaN is not JSON
     with pytest.raises(db.NoJsonForm):
         db.json_value(Jsonb(None))  # JSON null would read back as SQL NULL
     with pytest.raises(db.NoJsonForm):
@@ -135,6 +135,37 @@ def test_every_prepared_type_reads_back_as_itself(value, pg_type):
         cursor.execute(f"SELECT c0 FROM json_to_recordset(%s::json) AS r(c0 {pg_type})", [document])
         got = cursor.fetchone()[0]
     assert (bytes(got) if isinstance(got, memoryview) else got) == value
+
+
+PREPARED_VALUES = [
+    None, 0, -(2**62), True, False, "", AWKWARD, 7.5, float("nan"), Decimal("3.25"), "12", 12.0, 1,
+    {"a": [1, None, "x"]}, [], {}, [1, 2], "a JSON string",
+    datetime.datetime(2026, 11, 24, 17, 0, 0, 654321, tzinfo=datetime.UTC), datetime.datetime(2026, 11, 24, 17, 0),
+    datetime.date(2026, 2, 28), uuid.UUID(int=7), str(uuid.UUID(int=9)), b"bytes",
+]  # fmt: skip
+
+
+@pytest.mark.django_db
+@pytest.mark.filterwarnings("ignore:DateTimeField .* received a naive datetime")
+@pytest.mark.parametrize("model", [Page, Item])
+def test_each_fields_shortcut_prepares_what_its_get_db_prep_save_prepares(model):
+    """json_preparer's fast cases are exactly Django's chain: every field of the models the hot
+    path inserts, with values of every type it may meet (and some it should not)."""
+
+    def outcome(call):
+        try:
+            return "value", call()
+        except Exception as exc:  # the same refusal counts as the same outcome
+            return "refused", type(exc)
+
+    for field in (f for f in model._meta.concrete_fields if not f.primary_key):
+        prepare = db.json_preparer(field, connection.vendor)
+        for value in PREPARED_VALUES:
+            slow = outcome(lambda: db.json_value(field.get_db_prep_save(value, connection)))
+            fast = outcome(lambda: prepare(value, connection))
+            assert fast == slow, (field.name, value)
+            if fast[0] == "value":  # what the document carries (Django's ints are psycopg's Int4 and such)
+                assert json.dumps(fast[1], default=repr) == json.dumps(slow[1], default=repr), (field.name, value)
 
 
 def finish_rows(project, monkeypatch, *, case_form: bool) -> list[dict]:

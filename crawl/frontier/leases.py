@@ -12,7 +12,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.db.models.sql import Query
 from django.utils import timezone
 
-from crawl.db import NoJsonForm, chunked, json_value
+from crawl.db import NoJsonForm, chunked, json_preparer
 from crawl.models import Project
 
 FINISH_CHUNK = 100
@@ -113,7 +113,7 @@ def _finish_from_json(model, connection, token, from_state: str, rows: dict[int,
             continue
         key = f"c{i}"
         columns.append(f"{key} {field.cast_db_type(connection)}")
-        keyed.append((key, name, field))
+        keyed.append((key, name, json_preparer(field, connection.vendor)))
         if len(present) == len(rows):
             assignments.append(f"{qn(field.column)} = v.{key}")
         else:  # rows without the column keep what they have
@@ -124,7 +124,7 @@ def _finish_from_json(model, connection, token, from_state: str, rows: dict[int,
         document = json.dumps(
             [
                 {"id": pid}
-                | {k: json_value(f.get_db_prep_save(row[n], connection)) for k, n, f in keyed if n in row}
+                | {k: prepare(row[n], connection) for k, n, prepare in keyed if n in row}
                 | {h: n in row for h, n in partial}
                 for pid, row in rows.items()
             ],
