@@ -169,8 +169,28 @@ def _base_parts(base: str) -> tuple[str, str, str | None]:
 
 
 def _absolute_http_url(base: str, href: str) -> str | None:
+    """urljoin, without the fragment, and only http(s) with a host. The host is read from the text
+    when the authority is plain (printable ASCII, no user, brackets or escapes, perhaps a port):
+    urlsplit decides only the others."""
     try:
-        url = urldefrag(urljoin(base, href))[0]
+        url = urljoin(base, href)
+        if "#" in url:
+            url = urldefrag(url)[0]
+    except ValueError:
+        return None
+    if _PLAIN_HTTP_URL.match(url):
+        return url
+    return _checked_http_url(url)
+
+
+# An http(s) URL whose host is plain: printable ASCII without a user, brackets or escapes, then
+# perhaps a port of digits, ended by the path, the query or the end. urlsplit would read the same
+# scheme and a non-empty host from it.
+_PLAIN_HTTP_URL = re.compile(r"https?://[^\x00-\x1f\x7f-\U0010ffff@:\[\]%\\/?]+(?::[0-9]*)?(?:[/?]|\Z)")
+
+
+def _checked_http_url(url: str) -> str | None:
+    try:
         parts = urlsplit(url)
     except ValueError:
         return None

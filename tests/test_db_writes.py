@@ -152,17 +152,17 @@ def test_each_fields_shortcut_prepares_what_its_get_db_prep_save_prepares(model)
     """json_preparer's fast cases are exactly Django's chain: every field of the models the hot
     path inserts, with values of every type it may meet (and some it should not)."""
 
-    def outcome(call):
+    def outcome(call, *args):
         try:
-            return "value", call()
+            return "value", call(*args)
         except Exception as exc:  # the same refusal counts as the same outcome
             return "refused", type(exc)
 
     for field in (f for f in model._meta.concrete_fields if not f.primary_key):
         prepare = db.json_preparer(field, connection.vendor)
         for value in PREPARED_VALUES:
-            slow = outcome(lambda: db.json_value(field.get_db_prep_save(value, connection)))
-            fast = outcome(lambda: prepare(value, connection))
+            slow = outcome(lambda f, v: db.json_value(f.get_db_prep_save(v, connection)), field, value)
+            fast = outcome(prepare, value, connection)
             assert fast == slow, (field.name, value)
             if fast[0] == "value":  # what the document carries (Django's ints are psycopg's Int4 and such)
                 assert json.dumps(fast[1], default=repr) == json.dumps(slow[1], default=repr), (field.name, value)

@@ -4,7 +4,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scrape.extractors import Extraction, absolute_http_url, extract_html, looks_like_html, media_kind_of
@@ -414,6 +414,37 @@ def test_a_remembered_resolution_is_the_one_urljoin_gives_for_this_base(pairs):
         stripped = href.strip()
         expected = None if not stripped or stripped.startswith("#") else extractors._absolute_http_url(base, stripped)
         assert absolute_http_url(base, href) == expected, (base, href)
+
+
+def _resolved_by_urlsplit(base: str, href: str) -> str | None:
+    """The resolution as the standard library spells it, the reference for _absolute_http_url."""
+    from urllib.parse import urldefrag, urljoin
+
+    try:
+        url = urldefrag(urljoin(base, href))[0]
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return url if parts.scheme in ("http", "https") and parts.hostname else None
+
+
+_AUTHORITY_PARTS = st.sampled_from(
+    ["http://", "https://", "HTTP://", "ftp://", "h.test", "H.Test", "u@", ":", ":80", "[::1]", "[", "]", "%41",
+     "\\", "\t", "\x00", " ", "é", "/", "?", "#", "x", ".."]
+)  # fmt: skip
+
+
+@settings(max_examples=500)
+@given(_BASES, st.lists(_AUTHORITY_PARTS, min_size=1, max_size=7).map("".join))
+@example("http://example.com/dir/page.html", "https://\t/x")  # urljoin returns another scheme's URL as it is
+@example("https://example.com/", "HTTP://u@h.test:80/x#f")
+@example("http://example.com/", "https://h.test:99999/x")
+@example("http://example.com/", "https://:80/x")
+@example("http://example.com/", "https://h.test:8:0/x")
+def test_its_resolution_is_urljoin_then_urldefrag_then_urlsplits_verdict(base, href):
+    from scrape import extractors
+
+    assert extractors._absolute_http_url(base, href) == _resolved_by_urlsplit(base, href), (base, href)
 
 
 @pytest.mark.parametrize(
