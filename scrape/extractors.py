@@ -173,7 +173,7 @@ def _absolute_http_url(base: str, href: str) -> str | None:
     when the authority is plain (printable ASCII, no user, brackets or escapes, perhaps a port):
     urlsplit decides only the others."""
     try:
-        url = urljoin(base, href)
+        url = _plain_join(base, href) or urljoin(base, href)
         if "#" in url:
             url = urldefrag(url)[0]
     except ValueError:
@@ -187,6 +187,26 @@ def _absolute_http_url(base: str, href: str) -> str | None:
 # perhaps a port of digits, ended by the path, the query or the end. urlsplit would read the same
 # scheme and a non-empty host from it.
 _PLAIN_HTTP_URL = re.compile(r"https?://[^\x00-\x1f\x7f-\U0010ffff@:\[\]%\\/?]+(?::[0-9]*)?(?:[/?]|\Z)")
+
+
+def _plain_join(base: str, href: str) -> str | None:
+    """urljoin's answer for the two commonest hrefs, where it is a copy: an http(s) URL with a host,
+    and a path from the root without dot segments against an http(s) base. Only printable ASCII
+    without ";" (path parameters), "#", brackets or a last "?" (what urlparse and urlunparse would
+    rewrite); None for every other href (urljoin resolves it)."""
+    if not _PLAIN_HREF.fullmatch(href):
+        return None
+    if href.startswith("http://"):
+        return href if href[7:8] not in _NETWORK_PATH_END else None  # no host: urljoin takes the base's
+    if href.startswith("https://"):
+        return href if href[8:9] not in _NETWORK_PATH_END else None
+    if href[0] != "/" or href[1:2] == "/" or "/." in href.partition("?")[0]:
+        return None
+    scheme, netloc, _ = _base_parts(base)
+    return f"{scheme}://{netloc}{href}" if scheme in ("http", "https") and netloc else None
+
+
+_PLAIN_HREF = re.compile(r"[^\x00-\x20\x7f-\U0010ffff;#\[\]]+(?<!\?)")
 
 
 def _checked_http_url(url: str) -> str | None:

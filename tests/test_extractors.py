@@ -434,13 +434,18 @@ _AUTHORITY_PARTS = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=500)
-@given(_BASES, st.lists(_AUTHORITY_PARTS, min_size=1, max_size=7).map("".join))
+@settings(max_examples=1000)
+@given(_BASES, st.lists(_AUTHORITY_PARTS | _HREF_PARTS, min_size=1, max_size=7).map("".join))
 @example("http://example.com/dir/page.html", "https://\t/x")  # urljoin returns another scheme's URL as it is
 @example("https://example.com/", "HTTP://u@h.test:80/x#f")
 @example("http://example.com/", "https://h.test:99999/x")
 @example("http://example.com/", "https://:80/x")
 @example("http://example.com/", "https://h.test:8:0/x")
+@example("http://example.com/dir/page.html", "http://")  # no host: urljoin keeps the base's
+@example("http://example.com/dir/page.html", "http:///x")
+@example("http://example.com/dir/page.html", "/a/./b/../c?x=/../")
+@example("http://example.com/dir/page.html", "/a;p?")
+@example("http://example.com/dir/page.html", "/a?")
 def test_its_resolution_is_urljoin_then_urldefrag_then_urlsplits_verdict(base, href):
     from scrape import extractors
 
