@@ -196,13 +196,13 @@ def _plain_join(base: str, href: str) -> str | None:
     rewrite); None for every other href (urljoin resolves it)."""
     if not _PLAIN_HREF.fullmatch(href):
         return None
+    scheme, netloc, _ = _base_parts(base)  # a base urlparse refuses raises here, as in urljoin
     if href.startswith("http://"):
         return href if href[7:8] not in _NETWORK_PATH_END else None  # no host: urljoin takes the base's
     if href.startswith("https://"):
         return href if href[8:9] not in _NETWORK_PATH_END else None
     if href[0] != "/" or href[1:2] == "/" or "/." in href.partition("?")[0]:
         return None
-    scheme, netloc, _ = _base_parts(base)
     return f"{scheme}://{netloc}{href}" if scheme in ("http", "https") and netloc else None
 
 

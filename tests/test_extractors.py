@@ -442,6 +442,7 @@ _AUTHORITY_PARTS = st.sampled_from(
 @example("http://example.com/", "https://:80/x")
 @example("http://example.com/", "https://h.test:8:0/x")
 @example("http://example.com/dir/page.html", "http://")  # no host: urljoin keeps the base's
+@example("http://[bad/x", "http://http://")  # urljoin refuses the base whatever the href
 @example("http://example.com/dir/page.html", "http:///x")
 @example("http://example.com/dir/page.html", "/a/./b/../c?x=/../")
 @example("http://example.com/dir/page.html", "/a;p?")
