@@ -374,7 +374,8 @@ def _srcset_urls(value: str) -> list[str]:
 
 
 def media_kind_of(url: str) -> str | None:
-    if not url.partition("#")[0].partition("?")[0].lower().endswith(_MEDIA_SUFFIXES):
+    plain = not ("\t" in url or "\r" in url or "\n" in url)  # urlsplit drops these before it reads
+    if plain and not url.partition("#")[0].partition("?")[0].lower().endswith(_MEDIA_SUFFIXES):
         return None  # no path can end with one (most links): no urlsplit
     path = urlsplit(url).path.lower()
     for kind, extensions in MEDIA_EXTENSIONS.items():

@@ -506,3 +506,18 @@ def test_its_links_are_those_of_the_xpath_union_with_their_collapsed_text(parts)
             nofollow = nofollow_page or "nofollow" in (el.get("rel") or "").lower()
             expected.append((url, re.sub(r"\s+", " ", el.text_content()).strip(), nofollow))
     assert [(link.url, link.text, link.nofollow) for link in extraction.links] == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("http://h.test/a.JPG?size=2", "image"),
+        ("http://h.test/a.jp\tg", "image"),  # urlsplit drops the tab before it reads the path
+        ("http://h.test/a?file=b.jpg", None),
+        ("http://h.test/a#b.mp4", None),
+        ("http://h.test/v/clip.m3u8", "video"),
+        ("http://h.test/page.html", None),
+    ],
+)
+def test_a_links_media_kind_is_read_from_its_path(url, kind):
+    assert media_kind_of(url) == kind
