@@ -75,11 +75,11 @@ format: install-dev
 	$(BIN)/ruff check --fix .
 
 worker-fetch: install
-	$(BIN)/celery -A crawlproject worker -Q fetch -n fetch@%h -l INFO
+	$(BIN)/celery -A crawlproject worker -Q fetch,control -n fetch@%h -l INFO
 worker-extract: install
-	$(BIN)/celery -A crawlproject worker -Q extract -n extract@%h -l INFO
+	$(BIN)/celery -A crawlproject worker -Q extract,control -n extract@%h -l INFO
 worker-download: install
-	$(BIN)/celery -A crawlproject worker -Q download -n download@%h -l INFO
+	$(BIN)/celery -A crawlproject worker -Q download,control -n download@%h -l INFO
 beat: install
 	$(BIN)/celery -A crawlproject beat -l INFO
 flower: install

@@ -264,6 +264,11 @@ class Page(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Claims in the current stage (capped).")
     next_fetch_at = models.DateTimeField(default=timezone.now)
     priority = models.SmallIntegerField(default=0, help_text="Higher is fetched sooner.")
+    suspect = models.BooleanField(
+        default=False,
+        help_text="Its worker died holding it among others: it is fetched alone, so a page that kills workers "
+        "fails alone.",
+    )
 
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     final_url = models.TextField(blank=True, default="")
@@ -310,6 +315,11 @@ class Page(models.Model):
         indexes = [
             models.Index(fields=["project", "state"], name="page_project_state"),
             models.Index(fields=["state", "next_fetch_at"], name="page_state_due"),
+            models.Index(  # the fetch stage's claim: a project's queued pages by priority, then due time
+                fields=["project", "-priority", "next_fetch_at"],
+                name="page_ready",
+                condition=Q(state="queued", suspect=False),
+            ),
             models.Index(fields=["host"], name="page_host"),
             models.Index(
                 fields=["state", "lease_expires_at"],
@@ -370,10 +380,24 @@ class Host(models.Model):
     blocked = models.BooleanField(default=False, help_text="Blocked hosts are never fetched.")
     blocked_reason = models.CharField(max_length=200, blank=True, default="")
     last_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    slotted_until = models.DateTimeField(
+        null=True, blank=True, help_text="Pages waiting for this host have been given start times up to here."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return self.host
+
+
+class StageWakeup(models.Model):
+    """The earliest wake-up message a stage's queue has on its way (one row per queue), so that
+    postponed work is woken once, not once per row; a stale time no longer counts."""
+
+    queue = models.CharField(max_length=40, unique=True)
+    due_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.queue} @ {self.due_at}"
 
 
 class HostLease(models.Model):

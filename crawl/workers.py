@@ -13,7 +13,7 @@ from pathlib import Path
 from celery import current_app
 from django.conf import settings
 
-from crawlproject.queues import STAGE_QUEUES
+from crawlproject.queues import STAGE_QUEUES, with_control
 
 log = logging.getLogger("crawlhub.workers")
 DRAIN_SECONDS = 20.0  # at the end of a crawl, how long the embedded worker may take over leftover messages
@@ -22,9 +22,10 @@ DRAIN_SECONDS = 20.0  # at the end of a crawl, how long the embedded worker may 
 def worker_command(
     *, queues: str, name: str, concurrency: int, loglevel: str = "WARNING", heartbeat: bool = False
 ) -> list[str]:
-    """`celery worker` on the given queues, prefork, without mingle and gossip (and, unless asked,
-    without heartbeats): the command line of every worker this project starts itself."""
-    command = [sys.executable, "-m", "celery", "-A", "crawlproject", "worker", "-Q", queues, "-n", name]
+    """`celery worker` on the given queues and the control queue, prefork, without mingle and gossip
+    (and, unless asked, without heartbeats): the command line of every worker this project starts
+    itself."""
+    command = [sys.executable, "-m", "celery", "-A", "crawlproject", "worker", "-Q", with_control(queues), "-n", name]
     command += ["-c", str(concurrency), "-P", "prefork", "-l", loglevel, "--without-mingle", "--without-gossip"]
     return command if heartbeat else [*command, "--without-heartbeat"]
 

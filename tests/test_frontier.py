@@ -8,17 +8,17 @@ from datetime import timedelta
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
 from crawl.frontier.assets import pages_waiting_complete
 from crawl.frontier.discovery import forget_scope, pages_discover
-from crawl.frontier.pages import pages_claim_for_fetch, pages_finish
+from crawl.frontier.pages import pages_claim_for_fetch, pages_finish, pages_ready
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import FETCH
 from crawl.frontier.verdicts import Fetched, Link
-from crawl.models import Page
+from crawl.models import Page, StageWakeup
 from crawl.services.projects import project_get_or_create, seeds_add
 from media.models import MediaAsset, PageAsset
 
@@ -117,26 +117,46 @@ def test_it_fails_a_page_that_keeps_killing_its_worker_alone_and_spares_its_batc
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_republishes_queued_work_that_no_message_carries(broker):
+def test_it_wakes_the_fetch_stage_once_when_due_work_has_no_message(broker):
     project = project_get_or_create(name="lost", allow_private=True)
     seeds_add(project=project, urls=["http://site.test/"])
-    ids = discover(project, urls(4))
+    discover(project, urls(4))
     redis.Redis.from_url(broker).flushdb()
-    Page.objects.filter(project=project).update(enqueued_at=timezone.now() - timedelta(hours=1))
-    report = reap(project_id=project.id)
-    published = _published_ids(broker, "fetch")
-    assert report.fetch_republished == 5
-    assert set(ids) <= published
-    assert reap(project_id=project.id).fetch_republished == 0, "fresh messages are not sent twice"
+    StageWakeup.objects.all().delete()
+    reap(project_id=project.id)
+    assert _messages(broker, "fetch") == [[]], "one wake-up, which carries no ids: the rows are the queue"
+    reap(project_id=project.id)
+    assert len(_messages(broker, "fetch")) == 1, "a wake-up on its way is not sent twice"
+    StageWakeup.objects.update(due_at=timezone.now() - timedelta(minutes=1))
+    reap(project_id=project.id)
+    assert len(_messages(broker, "fetch")) == 2, "a wake-up long overdue counts as lost"
 
 
-def _published_ids(broker_url: str, queue: str) -> set[int]:
-    """Page ids in the batch messages waiting in a Redis queue (Celery protocol 2, JSON body)."""
-    ids = set()
-    for raw in redis.Redis.from_url(broker_url).lrange(queue, 0, -1):
-        args, _kwargs, _embed = json.loads(base64.b64decode(json.loads(raw)["body"]))
-        ids.update(args[0])
-    return ids
+@pytest.mark.django_db(transaction=True)
+def test_pages_a_dead_worker_held_with_others_go_back_one_per_message(broker):
+    project = project_get_or_create(name="dead", allow_private=True)
+    seeds_add(project=project, urls=["http://site.test/"])
+    ids = discover(project, urls(3))
+    _, claimed = pages_claim_for_fetch(ids)
+    Page.objects.filter(id__in=ids).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    redis.Redis.from_url(broker).flushdb()
+    reap(project_id=project.id)
+    assert sorted(_messages(broker, "fetch")) == sorted([[i] for i in ids])
+    assert set(Page.objects.filter(id__in=ids).values_list("suspect", flat=True)) == {True}
+    with transaction.atomic():
+        ready = pages_ready(limit=50, render=False, due=timezone.now())
+    assert ready == [(p.id, project.id, "site.test") for p in Page.objects.filter(project=project, suspect=False)], (
+        "a suspect is never claimed with others"
+    )
+    assert len(claimed) == 3
+
+
+def _messages(broker_url: str, queue: str) -> list[list[int]]:
+    """The page ids of each message waiting in a Redis queue (Celery protocol 2, JSON body)."""
+    return [
+        json.loads(base64.b64decode(json.loads(raw)["body"]))[0][0]
+        for raw in redis.Redis.from_url(broker_url).lrange(queue, 0, -1)
+    ]
 
 
 def test_it_marks_a_page_done_only_when_its_media_is_no_longer_pending(project):

@@ -27,11 +27,14 @@ def lease_expired(now) -> Q:
     return Q(lease_expires_at__isnull=False, lease_expires_at__lt=now)
 
 
-def lease_claim(model, ids: list[int], *, claimable: Q, **columns) -> tuple[uuid.UUID, list]:
+def lease_claim(
+    model, ids: list[int], *, claimable: Q, token: uuid.UUID | None = None, **columns
+) -> tuple[uuid.UUID, list]:
     """Lease the claimable rows among ids: one conditional UPDATE, so two workers given the same
     ids never both win a row. Each claim spends an attempt (the attempt cap counts claims, lease
-    expiries included). Returns the token and the rows it now holds, with their project."""
-    token = uuid.uuid4()
+    expiries included). Returns the token (`token`, else a new one) and the rows it now holds, with
+    their project."""
+    token = token or uuid.uuid4()
     # The row records the job its project runs now (the console's; empty when none): a job's counts
     # are its rows.
     job = Subquery(Project.objects.filter(id=OuterRef("project_id")).values("job_id")[:1])

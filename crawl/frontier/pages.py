@@ -8,6 +8,7 @@ Every write here is a compare-and-set (on the lease token, or on the state it le
 message is published after the commit it depends on.
 """
 
+import itertools
 import logging
 import uuid
 from datetime import timedelta
@@ -32,16 +33,60 @@ BY_PRIORITY = ("-priority", "id")
 log = logging.getLogger("crawlhub.frontier")
 
 
-def _active_project_ids() -> list[int]:
-    return list(Project.objects.filter(status=Project.Status.ACTIVE).values_list("id", flat=True))
+def _active_project_ids(**filters) -> list[int]:
+    return list(Project.objects.filter(status=Project.Status.ACTIVE, **filters).values_list("id", flat=True))
 
 
-def pages_claim_for_fetch(page_ids: list[int]) -> tuple[uuid.UUID, list[Page]]:
-    """Lease the due queued pages among page_ids (of active projects), highest priority first. An
-    expired lease is not claimable here: the reaper gives it back (and counts it) first."""
-    now = timezone.now()
-    claimable = Q(state=QUEUED, next_fetch_at__lte=now, project_id__in=_active_project_ids())
-    token, pages = lease_claim(Page, page_ids, claimable=claimable, state=LEASED)
+def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
+    """(id, project_id, host) of up to `limit` queued pages due by `due`, fair between the active
+    projects of the stage: each offers an equal share (highest priority, then earliest due, first),
+    a share another project leaves unused goes to those with more, and the shares are interleaved.
+    Rows another claim holds locked are skipped (PostgreSQL), so claims running at once take
+    different pages. Each project's share is one probe of the page_ready index: the cost follows
+    the batch and the number of projects, not the size of the frontier."""
+    projects = _active_project_ids(render_js=render)
+    offers: dict[int, list] = {p: [] for p in projects}
+    wanted = limit
+    while projects and wanted > 0:
+        share, full = -(-wanted // len(projects)), []
+        for project_id in projects:
+            rows = _due_rows(project_id, due, len(offers[project_id]), share)
+            offers[project_id] += rows
+            if len(rows) == share:
+                full.append(project_id)
+        wanted = limit - sum(len(rows) for rows in offers.values())
+        projects = full  # smaller each round while rows are wanted: some project ran out
+    interleaved = [row for rows in itertools.zip_longest(*offers.values()) for row in rows if row]
+    return interleaved[:limit]
+
+
+def _due_rows(project_id: int, due, offset: int, count: int) -> list[tuple[int, int, str]]:
+    rows = Page.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+        project_id=project_id, state=QUEUED, suspect=False, next_fetch_at__lte=due
+    )
+    ordered = rows.order_by("-priority", "next_fetch_at").values_list("id", "project_id", "host")
+    return list(ordered[offset : offset + count])
+
+
+def pages_next_due(*, render: bool):
+    """When the earliest queued page of the stage's active projects is due (None: none waits)."""
+    waiting = Page.objects.filter(state=QUEUED, suspect=False, project_id__in=_active_project_ids(render_js=render))
+    return waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
+
+
+def pages_wait(starts: dict[int, object]) -> int:
+    """Queued pages whose host cannot take them now wait for the start time each was given (their
+    host's next free slots): no claim looks at them before then. Returns rows changed."""
+    waiting = [Page(id=pid, next_fetch_at=at) for pid, at in starts.items()]
+    return Page.objects.bulk_update(waiting, ["next_fetch_at"], batch_size=CHUNK)
+
+
+def pages_claim_for_fetch(page_ids: list[int], *, due=None, token=None) -> tuple[uuid.UUID, list[Page]]:
+    """Lease the queued pages among page_ids that are due by `due` (now by default), of active
+    projects, highest priority first. An expired lease is not claimable here: the reaper gives it
+    back (and counts it) first."""
+    claimable = Q(state=QUEUED, next_fetch_at__lte=due or timezone.now(), project_id__in=_active_project_ids())
+    token, pages = lease_claim(Page, page_ids, claimable=claimable, token=token, state=LEASED)
     return token, sorted(pages, key=lambda p: (-p.priority, p.id))
 
 
@@ -58,6 +103,9 @@ def pages_finish(*, token: uuid.UUID, stage: str, verdicts: list[tuple[Page, Ver
     from_state = LEASED if stage == stages.FETCH else FETCHED
     now = timezone.now()
     changes = {page.id: _columns(page, verdict, now) for page, verdict in verdicts}
+    for page, _ in verdicts:
+        if page.suspect:  # it came back without killing its worker: claimed with others again
+            changes[page.id]["suspect"] = False
     written = lease_finish(Page, token=token, from_state=from_state, changes=changes)
     mine = [(p, changes[p.id]) for p, _ in verdicts if p.id in written]
     stages.after_commit(stages.publish_extract, [p.id for p, c in mine if c.get("state") == FETCHED])
@@ -122,6 +170,7 @@ def pages_requeue(pages, *, from_states: tuple[str, ...], order=BY_PRIORITY) -> 
             lease_expires_at=None,
             error_code="",
             error_message="",
+            suspect=False,
         )
         rows = list(Page.objects.filter(lease_token=token, state=QUEUED).order_by(*order).values_list("id", "host"))
         stages.after_commit(stages.publish_fetch, [r[0] for r in rows], dict(rows))
@@ -135,11 +184,13 @@ def pages_publish_owed(pages) -> int:
     published."""
     now = timezone.now()
     owed = pages.filter(Q(state=QUEUED, next_fetch_at__lte=now) | Q(state=FETCHED, lease_token__isnull=True))
-    rows = list(owed.order_by(*BY_PRIORITY).values_list("id", "host", "state"))
+    rows = list(owed.order_by(*BY_PRIORITY).values_list("id", "host", "state", "suspect"))
     for chunk in chunked(rows, CHUNK):
         Page.objects.filter(id__in=[r[0] for r in chunk], state__in=(QUEUED, FETCHED)).update(enqueued_at=now)
-        fetch = [r for r in chunk if r[2] == QUEUED]
+        fetch = [r for r in chunk if r[2] == QUEUED and not r[3]]
         stages.after_commit(stages.publish_fetch, [r[0] for r in fetch], {r[0]: r[1] for r in fetch})
+        suspects = [r[0] for r in chunk if r[2] == QUEUED and r[3]]
+        stages.after_commit(stages.publish_fetch, suspects, batch=1)
         stages.after_commit(stages.publish_extract, [r[0] for r in chunk if r[2] == FETCHED])
     return len(rows)
 

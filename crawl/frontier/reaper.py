@@ -22,6 +22,7 @@ from media.downloading import clean_stale_temp
 from . import stages
 from .assets import _assets, pages_waiting_complete
 from .leases import lease_expired
+from .pages import pages_next_due
 from .upkeep import tables_upkeep
 
 REPUBLISH_LIMIT = 5000
@@ -85,7 +86,7 @@ def _expire_fetch_leases(pages) -> tuple[int, int]:
     return _expire(
         pages.filter(state=Page.State.LEASED),
         fail_columns={"state": Page.State.FAILED},
-        back_columns={"state": Page.State.QUEUED},
+        back_columns={"state": Page.State.QUEUED, "suspect": True},
         publish=lambda ids, batch: stages.publish_fetch(ids, batch=batch),
     )
 
@@ -116,12 +117,18 @@ def _lost(qs, now):
 
 
 def _republish_fetch(pages) -> int:
+    """The fetch and render stages pull their work from the rows: when any is due, a wake-up is
+    booked (a lost one is stale after seconds, so this sends a new one). The reaper's own pages
+    (suspects, sent one per message) whose message was lost are sent again. Returns suspects sent."""
+    for render in (False, True):
+        due = pages_next_due(render=render)
+        if due is not None and due <= timezone.now():
+            stages.wake_stage(stages.RENDER if render else stages.FETCH)
     now = timezone.now()
-    lost = _lost(pages.filter(state=Page.State.QUEUED), now).filter(next_fetch_at__lte=now)
-    rows = list(lost.order_by("-priority", "id").values_list("id", "host")[:REPUBLISH_LIMIT])
-    ids = [r[0] for r in rows]
+    lost = _lost(pages.filter(state=Page.State.QUEUED, suspect=True), now).filter(next_fetch_at__lte=now)
+    ids = list(lost.order_by("-priority", "id").values_list("id", flat=True)[:REPUBLISH_LIMIT])
     Page.objects.filter(id__in=ids).update(enqueued_at=now)
-    stages.after_commit(stages.publish_fetch, ids, dict(rows))
+    stages.after_commit(stages.publish_fetch, ids, batch=SUSPECT_BATCH)
     return len(ids)
 
 

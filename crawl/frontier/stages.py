@@ -6,17 +6,18 @@ message is a wake-up call, never the truth: a lost one is republished by the rea
 a duplicate claims nothing.
 """
 
-from collections import defaultdict
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from crawl.db import chunked
 from crawlproject.celery import app
 
-FETCH, EXTRACT, DOWNLOAD = "fetch", "extract", "download"
+FETCH, EXTRACT, DOWNLOAD, RENDER = "fetch", "extract", "download", "render"
 
 # What each pending state still owes, declared once: the reaper, resume, counts, the dashboard and
 # the metrics read it from here.
@@ -59,24 +60,47 @@ def publish_fetch(
     countdown: float = 0.0,
     batch: int | None = None,
 ) -> None:
-    """Fetch batches grouped by host (one batch reuses its host's connections), in the order given
-    (the frontier orders by priority); pages of projects that render JavaScript go to the render
-    queue (`rendered`: those ids when the caller knows them, else looked up). `countdown`: the
-    batch is a wake-up for work that becomes due then; `batch`: a smaller batch size."""
+    """Wake the fetch stage for these pages (the render stage for pages of projects that render
+    JavaScript), now or in `countdown` seconds. The rows are the queue: a wake-up carries no ids,
+    and the worker it reaches claims whatever is ready then, across hosts and projects
+    (crawl/services/fetching.py). `batch=1` is the reaper's: pages a dead worker held among others
+    go out one id per message, claimed alone, so a page that kills its worker fails alone."""
     if not page_ids:
         return
     if rendered is None:
         from crawl.models import Page
 
         rendered = set(Page.objects.filter(id__in=page_ids, project__render_js=True).values_list("id", flat=True))
-    by_host = defaultdict(list)
-    for pid in page_ids:
-        by_host[(pid in rendered, (hosts or {}).get(pid, ""))].append(pid)
-    for (render, _host), ids in by_host.items():
-        if render:
-            _send("crawl.render_batch", ids, batch or settings.CRAWL_RENDER_BATCH, countdown)
-        else:
-            _send("crawl.fetch_batch", ids, batch or settings.CRAWL_FETCH_BATCH, countdown)
+    render_ids = [pid for pid in page_ids if pid in rendered]
+    plain_ids = [pid for pid in page_ids if pid not in rendered]
+    if batch == 1:
+        _send("crawl.render_batch", render_ids, 1, countdown)
+        _send("crawl.fetch_batch", plain_ids, 1, countdown)
+        return
+    if render_ids:
+        wake_stage(RENDER, countdown=countdown)
+    if plain_ids:
+        wake_stage(FETCH, countdown=countdown)
+
+
+WAKE_TASKS = {FETCH: "crawl.fetch_batch", RENDER: "crawl.render_batch"}
+
+
+def wake_stage(queue: str, *, countdown: float = 0.0) -> bool:
+    """One wake-up for a pulling stage's queue in `countdown` seconds, unless one is already on its
+    way by then. Waits longer than CRAWL_WAKEUP_MAX_SECONDS carry no message (the reaper wakes the
+    stage once they are due). Returns whether a message was sent."""
+    from .wakeups import wakeup_book
+
+    countdown = max(0.0, countdown)
+    if countdown > settings.CRAWL_WAKEUP_MAX_SECONDS:
+        return False
+    now = timezone.now()
+    if not wakeup_book(queue, now + timedelta(seconds=countdown), now):
+        return False
+    options = {"countdown": round(countdown, 2)} if countdown > 0 else {}
+    app.send_task(WAKE_TASKS[queue], args=[[]], **options)
+    return True
 
 
 def publish_extract(page_ids: list[int], *, batch: int | None = None) -> None:

@@ -5,9 +5,12 @@ well under the broker's visibility timeout, so a delayed message is never delive
 no message: the reaper hands them out once due."""
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Q
+
+from crawl.models import StageWakeup
 
 
 def wakeup_at(due: datetime, now: datetime) -> datetime | None:
@@ -28,3 +31,25 @@ def wakeups_group(rows: list[tuple[int, datetime]], now: datetime) -> dict[float
         seconds = max(0.0, (due - now).total_seconds())
         groups[round(seconds + 0.05, 1)].append(row_id)
     return groups
+
+
+# A wake-up this far past its time is taken as lost (a killed worker's prefetch, a restarted broker):
+# the next request for one sends a new message.
+WAKEUP_STALE_SECONDS = 10.0
+
+
+def wakeup_book(queue: str, at: datetime, now: datetime) -> bool:
+    """Book the queue's next wake-up at `at`: True when the caller must send it, False when one is
+    already on its way for `at` or sooner. One conditional UPDATE on the queue's row, so two
+    workers asking at once send one message."""
+    stale = now - timedelta(seconds=WAKEUP_STALE_SECONDS)
+    sooner_or_none = Q(due_at__isnull=True) | Q(due_at__gt=at) | Q(due_at__lt=stale)
+    if StageWakeup.objects.filter(sooner_or_none, queue=queue).update(due_at=at):
+        return True
+    _, created = StageWakeup.objects.get_or_create(queue=queue, defaults={"due_at": at})
+    return created
+
+
+def wakeup_taken(queue: str, now: datetime) -> None:
+    """A wake-up of the queue runs now: the booking it answered (or an older one) is spent."""
+    StageWakeup.objects.filter(queue=queue, due_at__lte=now).update(due_at=None)

@@ -1,29 +1,35 @@
 """The fetch stage: claim a batch, obey robots.txt and politeness, fetch concurrently, record each
 result by compare-and-set on the lease."""
 
+import asyncio
 import logging
 import time
+import uuid
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from structlog.contextvars import bound_contextvars
 
 from crawl.fetcher import FetchLimits, FetchRequest, FetchResponse, fetch_many, retry_after_seconds, runner
-from crawl.frontier.pages import pages_claim_for_fetch, pages_finish
-from crawl.frontier.stages import FETCH
-from crawl.frontier.verdicts import Fetched, Postpone
+from crawl.frontier.pages import pages_claim_for_fetch, pages_finish, pages_next_due, pages_ready, pages_wait
+from crawl.frontier.stages import FETCH, RENDER, after_commit, publish_fetch, wake_stage
+from crawl.frontier.verdicts import Fetched
+from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
 from crawl.urls import host_of, origin_of
 
 from .outcomes import failure, outcome
-from .politeness import host_back_off, hosts_plan, hosts_release
+from .politeness import GRANT_AHEAD_SECONDS, host_back_off, hosts_grant, hosts_learn_delays, hosts_release
 from .projects import sitemaps_offer
 from .rendering import render_page
 from .robots_cache import robots_policies
 
 log = logging.getLogger("crawlhub.fetch")
+IDLE_RETRY_SECONDS = 0.2
 
 
 def fetch_limits() -> FetchLimits:
@@ -44,67 +50,144 @@ def allows_private(project: Project) -> bool:
 
 
 def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False) -> list[int]:
-    """Fetch the claimable pages among page_ids (in headless Chromium when `render`); return the
-    ids now `fetched` (the frontier hands them to the extract stage)."""
-    token, pages = pages_claim_for_fetch(page_ids)
-    by_project = defaultdict(list)
-    for page in pages:
-        by_project[page.project_id].append(page)
-    fetched = []
-    for project_id, project_pages in by_project.items():
-        with bound_contextvars(project_id=project_id):  # every log line below names the project
-            done = _fetch_project_pages(project_pages, token, worker, render)
-            log.info("fetched %d of %d claimed pages", len(done), len(project_pages))
-        fetched += done
+    """Claim the pages that are ready now across hosts and projects (in headless Chromium when
+    `render`), fetch them all at once, and record each result; return the ids now `fetched` (the
+    frontier hands them to the extract stage). `page_ids`: exactly those pages (the reaper's, one
+    at a time); empty: a wake-up, which takes whatever is ready."""
+    queue = RENDER if render else FETCH
+    if not page_ids:
+        wakeup_taken(queue, timezone.now())
+    limit = settings.CRAWL_RENDER_BATCH if render else settings.CRAWL_FETCH_BATCH
+    token, pages, grants, full = _claim(page_ids, limit, render)
+    if full:  # more may be ready: another worker process claims it while this one fetches
+        wake_stage(queue)
+    fetched = _fetch_claimed(pages, grants, token, worker, render) if pages else []
+    _wake_for_next(queue, render, claimed=bool(pages))
     return fetched
 
 
-def _fetch_project_pages(pages: list[Page], token, worker: str, render: bool) -> list[int]:
-    project = pages[0].project
-    agent, private = user_agent_of(project), allows_private(project)
-    allowed, refused, delays = _split_by_robots(pages, project, agent, private)
-    now_pages, later, requests, per_host = _schedule(project, allowed, delays, refused, token)
+@transaction.atomic
+def _claim(page_ids: list[int], limit: int, render: bool):
+    """One short transaction: pick the candidates, book their hosts' slots, lease what may start
+    now, and give the others their hosts' next free slots as due times."""
+    due = timezone.now() + timedelta(seconds=GRANT_AHEAD_SECONDS)
+    if page_ids:
+        candidates = list(Page.objects.filter(id__in=page_ids).values_list("id", "project_id", "host"))
+    else:
+        candidates = pages_ready(limit=limit, render=render, due=due)
+    token = uuid.uuid4()
+    if not candidates:
+        return token, [], {}, False
+    projects = Project.objects.in_bulk({project_id for _, project_id, _ in candidates})
+    wanted = Counter((host, project_id) for _, project_id, host in candidates)
+    grants = hosts_grant(wanted=wanted, projects=projects, token=token)
+    now_ids, waits, taken = [], {}, Counter()
+    for page_id, project_id, host in candidates:
+        grant, index = grants[(host, project_id)], taken[(host, project_id)]
+        taken[(host, project_id)] += 1
+        if grant.refused or index < grant.granted:
+            now_ids.append(page_id)
+        elif grant.later is not None:
+            waits[page_id] = grant.waits(index - grant.granted + 1)[-1]
+    pages_wait(waits)
+    if page_ids:  # the reaper's pages go alone, by id: each not taken now is sent again for later
+        for page_id in set(page_ids) - set(now_ids):
+            wait = (waits[page_id] - due).total_seconds() if page_id in waits else IDLE_RETRY_SECONDS
+            after_commit(publish_fetch, [page_id], countdown=max(wait, IDLE_RETRY_SECONDS), batch=1)
+    _, pages = pages_claim_for_fetch(now_ids, due=due, token=token)
+    return token, pages, grants, len(candidates) >= limit
+
+
+def _fetch_claimed(pages: list[Page], grants: dict, token, worker: str, render: bool) -> list[int]:
+    """Robots.txt, then every project's requests at once on this process's event loop, each at
+    its slot; then the verdicts, written while the lease holds."""
+    by_project = defaultdict(list)
+    for page in pages:
+        by_project[page.project_id].append(page)
+    verdicts, sent = [], []
     try:
-        if render:
-            responses = _render_all(requests, private, agent, project.proxy)
-        else:
-            client = runner.client(allow_private=private, proxy=project.proxy)
-            responses = runner.run(
-                fetch_many(client, requests, limits=fetch_limits(), concurrency=project.concurrency, per_host=per_host)
-            )
+        batches = []
+        for project_pages in by_project.values():
+            project = project_pages[0].project
+            allowed, refused = _split_by_robots(project_pages, project)
+            verdicts += [(page, failure(code, message, {"fetched_by": worker})) for page, (code, message) in refused]
+            now_pages, requests, per_host, blocked = _requests(project, allowed, grants)
+            verdicts += blocked
+            batches.append((project, requests, per_host))
+            sent += now_pages
+        responses = _send(batches, render)
     finally:
         hosts_release(token)
     backoffs = _record_backoffs(responses)
-    verdicts = []
-    for page, (code, message) in refused:
-        verdicts.append((page, failure(code, message, {"fetched_by": worker})))
-    for page, when in later:
-        verdicts.append((page, Postpone("host_busy", "waiting for the host's next politeness slot", when)))
-    for page, response in zip(now_pages, responses, strict=True):
+    for page, response in zip(sent, responses, strict=True):
         verdict = outcome(page, response, backoffs.get(page.host))
         verdict.fields["fetched_by"] = worker
         verdicts.append((page, verdict))
     with transaction.atomic():
         written = pages_finish(token=token, stage=FETCH, verdicts=verdicts)
-        return _store_contents(now_pages, responses, dict(verdicts), written)
+        fetched = _store_contents(sent, responses, dict(verdicts), written)
+    for project_id, project_pages in by_project.items():
+        with bound_contextvars(project_id=project_id):  # the log line names the project
+            done = sum(p.project_id == project_id for p in sent)
+            log.info("fetched %d of %d claimed pages", done, len(project_pages))
+    return fetched
 
 
-def _render_all(requests: list[FetchRequest], private: bool, agent: str, proxy: str) -> list[FetchResponse]:
+def _send(batches: list[tuple], render: bool) -> list[FetchResponse]:
+    """The responses of every project's requests, in order: rendered one at a time, else all at
+    once (each project with its own client: its proxy and private-network setting), at most the
+    project's concurrency in flight, or one per host when the batch has more hosts than that."""
+    if render:
+        return [r for project, requests, _ in batches for r in _render_all(requests, project)]
+
+    async def all_projects():
+        answers = await asyncio.gather(
+            *(
+                fetch_many(
+                    runner.client(allow_private=allows_private(project), proxy=project.proxy),
+                    requests,
+                    limits=fetch_limits(),
+                    concurrency=max(project.concurrency, len(per_host)),
+                    per_host=per_host,
+                )
+                for project, requests, per_host in batches
+            )
+        )
+        return [r for responses in answers for r in responses]
+
+    return runner.run(all_projects())
+
+
+def _wake_for_next(queue: str, render: bool, *, claimed: bool) -> None:
+    """Book the stage's next wake-up for when its next page is due (a little ahead, so its slot is
+    booked in time). A claim that found nothing it could start waits a moment before looking again:
+    what is due then waits for a host's connections, which a finishing batch frees."""
+    due = pages_next_due(render=render)
+    if due is None:
+        return
+    now = timezone.now()
+    seconds = (due - now).total_seconds() - GRANT_AHEAD_SECONDS
+    wake_stage(queue, countdown=max(seconds, 0.0 if claimed else IDLE_RETRY_SECONDS))
+
+
+def _render_all(requests: list[FetchRequest], project: Project) -> list[FetchResponse]:
     """One page at a time in this process's headless Chromium, each at its politeness slot."""
+    agent, private = user_agent_of(project), allows_private(project)
     responses = []
     for request in requests:
         time.sleep(max(0.0, request.start_at - time.time()))
-        responses.append(render_page(request.url, allow_private=private, user_agent=agent, proxy=proxy))
+        responses.append(render_page(request.url, allow_private=private, user_agent=agent, proxy=project.proxy))
     return responses
 
 
-def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list, dict]:
-    """Pages robots.txt lets us fetch, (page, (error_code, message)) for the others, and the
-    Crawl-delay of each host."""
+def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], list]:
+    """Pages robots.txt lets us fetch, and (page, (error_code, message)) for the others. Each
+    host's Crawl-delay is remembered for the claims that book its slots."""
     if not project.obey_robots:
-        return pages, [], {}
+        return pages, []
+    agent = user_agent_of(project)
     policies = robots_policies(
-        {origin_of(p.url) for p in pages}, allow_private=private, user_agent=agent, proxy=project.proxy
+        {origin_of(p.url) for p in pages}, allow_private=allows_private(project), user_agent=agent, proxy=project.proxy
     )
     _offer_sitemaps(project, policies)
     allowed, refused, delays = [], [], {}
@@ -115,7 +198,8 @@ def _split_by_robots(pages, project, agent, private) -> tuple[list[Page], list, 
             allowed.append(page)
         else:
             refused.append((page, policy.refusal()))
-    return allowed, refused, delays
+    hosts_learn_delays(delays)
+    return allowed, refused
 
 
 def _offer_sitemaps(project: Project, policies: dict) -> None:
@@ -124,25 +208,20 @@ def _offer_sitemaps(project: Project, policies: dict) -> None:
         sitemaps_offer(project=project, urls=urls)
 
 
-def _schedule(project, pages, delays, refused, token) -> tuple[list[Page], list, list[FetchRequest], dict]:
-    """Politeness: which pages go now (with their start times), which wait for later, and how
-    many requests may be open to each host at once."""
-    by_host = defaultdict(list)
+def _requests(project: Project, pages: list[Page], grants: dict) -> tuple[list[Page], list, dict, list]:
+    """The pages sent now with their requests (each at its slot), the requests each host may have
+    open at once, and the verdicts of pages whose host is blocked."""
+    now_pages, requests, per_host, blocked, index = [], [], {}, [], Counter()
     for page in pages:
-        by_host[page.host].append(page)
-    wanted = {h: len(p) for h, p in by_host.items()}
-    plans = hosts_plan(project=project, wanted=wanted, crawl_delays=delays, token=token)
-    now_pages, later, requests = [], [], []
-    for host, host_pages in by_host.items():
-        plan = plans[host]
-        if plan.refused:
-            refused += [(p, ("host_blocked", plan.refused)) for p in host_pages]
+        grant = grants[(page.host, project.id)]
+        if grant.refused:
+            blocked.append((page, failure("host_blocked", grant.refused)))
             continue
-        for index, page in enumerate(host_pages[: plan.granted]):
-            now_pages.append(page)
-            requests.append(build_request(project, page, start_at=plan.slot(index)))
-        later += [(p, plan.retry_at) for p in host_pages[plan.granted :]]
-    return now_pages, later, requests, {h: plan.in_flight for h, plan in plans.items()}
+        now_pages.append(page)
+        requests.append(build_request(project, page, start_at=grant.slot(index[page.host])))
+        index[page.host] += 1
+        per_host[page.host] = grant.in_flight
+    return now_pages, requests, per_host, blocked
 
 
 def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> FetchRequest:

@@ -1,10 +1,11 @@
 """Politeness shared by every worker, kept in the database (works the same embedded and distributed).
 
 Per host: a minimum delay between request starts (the project's, a per-host override, or robots.txt
-Crawl-delay, whichever is largest), handed out as time slots reserved under a row lock, and a
-back-off set by 429/503 Retry-After. Per project: a token bucket (rate + burst) over all hosts.
-A batch reserves slots for at most HORIZON_SECONDS ahead; pages it cannot serve in that window
-go back to the queue with next_fetch_at at their host's next free slot, so no worker sleeps long.
+Crawl-delay, whichever is largest), handed out as time slots booked under a row lock by the claim
+that takes the pages, and a back-off set by 429/503 Retry-After. Per project: a token bucket (rate +
+burst) over all hosts. A claim books slots at most GRANT_AHEAD_SECONDS ahead; a host's other pages
+wait in the database with next_fetch_at at their own next free slots, so no worker sleeps on a
+host, and the claim that comes then takes them.
 """
 
 import math
@@ -14,50 +15,69 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Sum, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from crawl.models import Host, HostLease, Project
 
-HORIZON_SECONDS = 60.0
+GRANT_AHEAD_SECONDS = 0.5  # a claim books slots this far ahead: the batch waits for them on its event loop
 SLOT_MARGIN = 0.1  # seconds added to each slot: scheduling jitter must never bring two requests closer than the delay
 MAX_BACKOFF_SECONDS = 3600.0
-BUSY_RETRY_SECONDS = 2.0
+UNKNOWN_DELAY_SECONDS = 1.0  # a host whose robots.txt is not read yet gets one request; its others wait this long
 
 
 @dataclass
-class HostPlan:
-    """What one batch may send to one host: `granted` requests, the first at start_at, then one
-    every `spacing` seconds; `refused` names why none may be sent at all."""
+class HostGrant:
+    """What one claim may send to one host for one project: `granted` requests, the first at
+    start_at, then one every `spacing` seconds; the other pages wait until `later` (each its own
+    slot, `spacing` apart), or stay due (`later` None: the host's connections are all in use);
+    `refused` names why none may be sent at all."""
 
     host: str
     start_at: datetime
     spacing: float = 0.0
     granted: int = 0
-    retry_at: datetime | None = None  # when the requests not granted now may be tried
+    later: datetime | None = None
     refused: str = ""
     in_flight: int = 1  # requests this batch may have open to the host at once (held by a HostLease)
 
     def slot(self, index: int) -> float:
         return self.start_at.timestamp() + index * self.spacing
 
+    def waits(self, count: int) -> list[datetime]:
+        """Start times for `count` pages that wait: the host's next free slots, in order."""
+        if self.later is None:
+            return []
+        return [self.later + timedelta(seconds=i * self.spacing) for i in range(count)]
 
-def horizon_seconds() -> float:
-    """How far ahead a batch may book slots: well inside its lease, so a waiting batch keeps it."""
-    return min(HORIZON_SECONDS, settings.CRAWL_LEASE_SECONDS / 3)
 
-
-def hosts_plan(
-    *, project: Project, wanted: dict[str, int], crawl_delays: dict[str, float | None], token: uuid.UUID
-) -> dict[str, HostPlan]:
-    """Reserve request slots and in-flight capacity on each host (row locks taken in host order:
-    no deadlocks). The capacity is held by a HostLease under `token`: hosts_release(token) frees it."""
-    Host.objects.bulk_create([Host(host=h) for h in sorted(wanted)], ignore_conflicts=True)
-    with transaction.atomic():
-        plans = {h: _reserve(project, h, wanted[h], crawl_delays.get(h), token) for h in sorted(wanted)}
-    if project.rate_limit > 0:
-        _apply_bucket(project, plans)
-    return plans
+def hosts_grant(
+    *, wanted: dict[tuple[str, int], int], projects: dict[int, Project], token: uuid.UUID
+) -> dict[tuple[str, int], HostGrant]:
+    """Book request slots and in-flight capacity on each (host, project) a claim wants pages of,
+    in the caller's transaction: host rows are locked in host order (no deadlocks), and a host's
+    pages beyond what may start now get the host's next free slots (`slotted_until` remembers how
+    far they go, so the next claim's pages queue behind them). The capacity is held by HostLeases
+    under `token`: hosts_release(token) frees it."""
+    now = timezone.now()
+    names = sorted({host for host, _ in wanted})
+    Host.objects.bulk_create([Host(host=h) for h in names], ignore_conflicts=True)
+    rows = {row.host: row for row in Host.objects.select_for_update().filter(host__in=names).order_by("host")}
+    used = _in_flight(names, now)
+    grants, leases = {}, []
+    for host, project_id in sorted(wanted):
+        grant = _grant(projects[project_id], rows[host], wanted[(host, project_id)], now, used)
+        grants[(host, project_id)] = grant
+        if grant.granted:
+            used[host] = used.get(host, 0) + grant.in_flight
+            leases.append(HostLease(host=host, token=token, slots=grant.in_flight, expires_at=_lease_end(now)))
+    HostLease.objects.bulk_create(leases)
+    Host.objects.bulk_update(list(rows.values()), ["next_allowed_at", "slotted_until"])
+    for project_id in {p for _, p in wanted}:
+        if projects[project_id].rate_limit > 0:
+            _apply_bucket(projects[project_id], {h: g for (h, p), g in grants.items() if p == project_id})
+    return grants
 
 
 def hosts_release(token: uuid.UUID) -> None:
@@ -65,63 +85,86 @@ def hosts_release(token: uuid.UUID) -> None:
     HostLease.objects.filter(token=token).delete()
 
 
-def _reserve(project: Project, host: str, wanted: int, crawl_delay: float | None, token) -> HostPlan:
-    row = Host.objects.select_for_update().get(host=host)
+def hosts_learn_delays(delays: dict[str, float | None]) -> None:
+    """Remember each host's robots.txt Crawl-delay (0 for none), so claims can book its slots. A
+    host's first request was granted before its delay was known and starts now: the host's next
+    slot is one delay after it."""
+    known = dict(Host.objects.filter(host__in=list(delays)).values_list("host", "crawl_delay"))
     now = timezone.now()
+    for host, delay in delays.items():
+        if host in known and known[host] != (delay or 0.0):
+            after_first = now + timedelta(seconds=(delay or 0.0) + SLOT_MARGIN)
+            Host.objects.filter(host=host).update(
+                crawl_delay=delay or 0.0, next_allowed_at=Greatest("next_allowed_at", Value(after_first))
+            )
+
+
+def _lease_end(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.CRAWL_LEASE_SECONDS)
+
+
+def _in_flight(hosts: list[str], now: datetime) -> dict[str, int]:
+    """Requests each host has open now, by live leases of any worker."""
+    live = HostLease.objects.filter(host__in=hosts, expires_at__gt=now).values("host").annotate(n=Sum("slots"))
+    return {row["host"]: row["n"] for row in live}
+
+
+def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[str, int]) -> HostGrant:
     if row.blocked:
-        return HostPlan(host=host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
-    free = _free_capacity(project, row, now)
-    if free <= 0:  # other workers hold every connection the host allows: come back shortly
-        return HostPlan(host=host, start_at=now, retry_at=now + timedelta(seconds=BUSY_RETRY_SECONDS))
-    robots_delay = (crawl_delay or 0.0) if project.obey_robots else 0.0
-    delay = max(project.min_delay, row.min_delay or 0.0, robots_delay)
+        return HostGrant(host=row.host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
+    spacing = _spacing(project, row)
     start = max(now, row.next_allowed_at, row.backoff_until or now)
-    wait, horizon = (start - now).total_seconds(), horizon_seconds()
-    spacing = delay + SLOT_MARGIN if delay > 0 else 0.0
-    if wait > horizon:
+    wait = (start - now).total_seconds()
+    free = min(project.max_per_host, row.max_in_flight or project.max_per_host) - used.get(row.host, 0)
+    if free <= 0:  # other batches hold every connection the host allows: these stay due
+        return HostGrant(host=row.host, start_at=start, spacing=spacing)
+    if wait > GRANT_AHEAD_SECONDS:
         granted = 0
     elif spacing:
-        granted = min(wanted, int((horizon - wait) // spacing) + 1)
+        granted = min(wanted, int((GRANT_AHEAD_SECONDS - wait) // spacing) + 1)
     else:
         granted = wanted
+    if project.obey_robots and row.crawl_delay is None:
+        granted = min(granted, 1)  # learn the Crawl-delay from the first answer before booking more
     next_free = start + timedelta(seconds=granted * spacing)
-    # Never hold more of the host than this batch can use (its fetch concurrency): the rest stays
-    # free for other workers' batches, which would otherwise be sent back to wait for it.
-    in_flight = max(1, min(free, granted, project.concurrency))
-    plan = HostPlan(
-        host=host, start_at=start, spacing=spacing, granted=granted, retry_at=next_free, in_flight=in_flight
-    )
-    if granted:
-        lease_end = now + timedelta(seconds=settings.CRAWL_LEASE_SECONDS)
-        HostLease.objects.create(host=host, token=token, slots=in_flight, expires_at=lease_end)
+    grant = HostGrant(host=row.host, start_at=start, spacing=spacing, granted=granted)
+    grant.in_flight = max(1, min(free, granted, project.concurrency))
     if spacing and granted:
         row.next_allowed_at = next_free
-    row.crawl_delay = crawl_delay
-    row.save(update_fields=["next_allowed_at", "crawl_delay", "updated_at"])
-    return plan
+    if granted < wanted:
+        grant.later = _queue_behind(row, next_free, wanted - granted, spacing, now)
+    return grant
 
 
-def _free_capacity(project: Project, row: Host, now: datetime) -> int:
-    """Requests the host may still have open: its cap less what live leases of any worker hold."""
-    cap = min(project.max_per_host, row.max_in_flight or project.max_per_host)
-    used = HostLease.objects.filter(host=row.host, expires_at__gt=now).aggregate(n=Sum("slots"))["n"] or 0
-    return cap - used
+def _spacing(project: Project, row: Host) -> float:
+    robots_delay = (row.crawl_delay or 0.0) if project.obey_robots else 0.0
+    delay = max(project.min_delay, row.min_delay or 0.0, robots_delay)
+    return delay + SLOT_MARGIN if delay > 0 else 0.0
 
 
-def _apply_bucket(project: Project, plans: dict[str, HostPlan]) -> None:
+def _queue_behind(row: Host, next_free: datetime, count: int, spacing: float, now: datetime) -> datetime:
+    """The first slot of `count` pages that wait for the host: after its booked slots and after
+    the pages already waiting for it."""
+    if spacing == 0.0:  # held back by a Retry-After, or waiting for the host's robots.txt
+        return max(next_free, now + timedelta(seconds=UNKNOWN_DELAY_SECONDS))
+    first = max(next_free, row.slotted_until or next_free)
+    row.slotted_until = first + timedelta(seconds=count * spacing)
+    return first
+
+
+def _apply_bucket(project: Project, grants: dict[str, HostGrant]) -> None:
     """Take tokens for the granted requests; what the bucket cannot pay for waits for the refill."""
-    with transaction.atomic():
-        row = Project.objects.select_for_update().get(id=project.id)
-        now = timezone.now()
-        elapsed = (now - row.bucket_updated_at).total_seconds() if row.bucket_updated_at else math.inf
-        tokens = min(float(row.rate_burst), row.bucket_tokens + elapsed * row.rate_limit)
-        for plan in sorted(plans.values(), key=lambda p: p.host):
-            paid = min(plan.granted, int(tokens))
-            tokens -= paid
-            if paid < plan.granted:
-                refill = now + timedelta(seconds=(plan.granted - paid) / row.rate_limit)
-                plan.granted, plan.retry_at = paid, max(plan.retry_at or refill, refill)
-        Project.objects.filter(id=row.id).update(bucket_tokens=tokens, bucket_updated_at=now)
+    row = Project.objects.select_for_update().get(id=project.id)
+    now = timezone.now()
+    elapsed = (now - row.bucket_updated_at).total_seconds() if row.bucket_updated_at else math.inf
+    tokens = min(float(row.rate_burst), row.bucket_tokens + elapsed * row.rate_limit)
+    for grant in sorted(grants.values(), key=lambda g: g.host):
+        paid = min(grant.granted, int(tokens))
+        tokens -= paid
+        if paid < grant.granted:
+            refill = now + timedelta(seconds=(grant.granted - paid) / row.rate_limit)
+            grant.granted, grant.later = paid, max(grant.later or refill, refill)
+    Project.objects.filter(id=row.id).update(bucket_tokens=tokens, bucket_updated_at=now)
 
 
 def host_back_off(*, host: str, seconds: float, status: int) -> datetime:

@@ -7,6 +7,7 @@ address guard is never shared: it depends on the project's private-network setti
 origin.
 """
 
+import asyncio
 import time
 from datetime import timedelta
 
@@ -49,22 +50,34 @@ def robots_policies(
         fresh_after = timezone.now() - timedelta(seconds=settings.CRAWL_ROBOTS_CACHE_SECONDS)
         for row in RobotsTxt.objects.filter(origin__in=missing, fetched_at__gte=fresh_after):
             policies[row.origin] = policy_from_response(row.status_code, row.body)
-        for origin in missing - policies.keys():
-            policies[origin] = _fetch_and_store(origin, allow_private=allow_private, user_agent=user_agent, proxy=proxy)
+        unknown = sorted(missing - policies.keys())
+        client = runner.client(allow_private=allow_private, proxy=proxy)
+        answers = runner.run(_fetch_all(client, unknown, user_agent))
+        for origin, response in zip(unknown, answers, strict=True):
+            policies[origin] = _store(origin, response)
     for origin in missing:
         ttl = FAILURE_SECONDS if policies[origin].disallow_all else ANSWER_SECONDS
         _LOCAL[(origin, allow_private)] = (now + ttl, policies[origin])
     return policies
 
 
-def _fetch_and_store(origin: str, *, allow_private: bool, user_agent: str, proxy: str) -> RobotsPolicy:
-    client = runner.client(allow_private=allow_private, proxy=proxy)
+async def _fetch_all(client, origins: list[str], user_agent: str) -> list:
+    return await asyncio.gather(*(_fetch_robots(client, origin, user_agent) for origin in origins))
+
+
+async def _fetch_robots(client, origin: str, user_agent: str):
+    """The origin's robots.txt answer, redirects followed (the robots.txt of every origin a batch
+    needs is fetched at once)."""
     url = f"{origin}/robots.txt"
     for _ in range(ROBOTS_REDIRECT_HOPS + 1):
-        response = runner.run(fetch(client, url, headers={"User-Agent": user_agent}, limits=robots_limits()))
+        response = await fetch(client, url, headers={"User-Agent": user_agent}, limits=robots_limits())
         if not response.is_redirect:
             break
         url = response.location
+    return response
+
+
+def _store(origin: str, response) -> RobotsPolicy:
     if response.error_code or response.status_code >= 500:
         return policy_from_response(None if response.error_code else response.status_code, "", response.error_code)
     body = response.body.decode("utf-8", errors="replace") if response.status_code < 300 else ""
