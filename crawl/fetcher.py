@@ -6,10 +6,12 @@ worker process and per private-network policy, reused across batches (keep-alive
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import email.utils
 import os
 import ssl
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -114,6 +116,9 @@ def _egress_transport(allow_private: bool, proxy: str, ssl_context, max_connecti
     return transport
 
 
+SLOT_MISSED = "slot_missed"  # not sent: sent now it would break the host's delay (fetch_many)
+
+
 @dataclass
 class FetchRequest:
     """One request of a batch: method, extra headers and body, and the earliest time to send it."""
@@ -123,6 +128,9 @@ class FetchRequest:
     headers: dict = field(default_factory=dict)
     body: bytes | None = None
     start_at: float = 0.0  # epoch seconds: a politeness slot
+    # Epoch seconds after which it is not sent at all (0: no limit): a request that missed its slot
+    # would come closer to the host's next slot, booked by another batch, than the delay allows.
+    latest_start: float = 0.0
 
 
 async def fetch(
@@ -270,35 +278,60 @@ def _connect_error_code(exc: BaseException, message: str) -> str:
 
 
 class ClientRunner:
-    """A per-process event loop and clients, kept across Celery tasks (prefork children fork first)."""
+    """A per-process event loop running in a thread of its own, and its clients, kept across Celery
+    tasks (prefork children fork first: each process starts its own). Any thread may hand it
+    coroutines: `run` waits for the result, `submit` returns a future, so a caller can write to the
+    database while its requests go out at their times."""
 
     def __init__(self):
         self._pid = None
         self._loop = None
         self._clients = {}
+        self._lock = threading.RLock()
         atexit.register(self.close)
 
     def _ensure(self) -> None:
-        if self._pid != os.getpid():
-            self._pid, self._loop, self._clients = os.getpid(), asyncio.new_event_loop(), {}
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._loop, self._clients = os.getpid(), asyncio.new_event_loop(), {}
+                threading.Thread(target=self._loop.run_forever, name="crawlhub-http", daemon=True).start()
 
     def client(self, *, allow_private: bool, proxy: str = "") -> httpx.AsyncClient:
         self._ensure()
         key = (allow_private, proxy)
-        if key not in self._clients:
-            self._clients[key] = make_client(allow_private=allow_private, proxy=proxy)
-        return self._clients[key]
+        with self._lock:
+            if key not in self._clients:
+                on_loop = _running_loop() is self._loop  # a coroutine of this runner's asks: make it here
+                made = make_client(allow_private=allow_private, proxy=proxy) if on_loop else None
+                self._clients[key] = made or self.run(_made(allow_private, proxy))
+            return self._clients[key]
 
     def run(self, coro):
+        return self.submit(coro).result()
+
+    def submit(self, coro) -> concurrent.futures.Future:
         self._ensure()
-        return self._loop.run_until_complete(coro)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def close(self) -> None:
         """Close this process's clients (at exit: aiohttp reports a session left open as a leak).
         Those a forked child inherited are left alone: their sockets are its parent's too."""
-        if self._pid == os.getpid() and self._clients and not self._loop.is_running():
+        if self._pid == os.getpid() and self._clients:
             clients, self._clients = list(self._clients.values()), {}
-            self._loop.run_until_complete(_close_all(clients))
+            with contextlib.suppress(Exception):
+                self.submit(_close_all(clients)).result(timeout=10)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _made(allow_private: bool, proxy: str) -> httpx.AsyncClient:
+    """A client made on the loop that will use it."""
+    return make_client(allow_private=allow_private, proxy=proxy)
 
 
 async def _close_all(clients: list[httpx.AsyncClient]) -> None:
@@ -312,8 +345,9 @@ async def fetch_many(
     client, requests: list[FetchRequest], *, limits: FetchLimits, concurrency: int, per_host: dict | None = None
 ):
     """Send the requests with at most `concurrency` in flight (and per_host[host] to one host), none
-    before its start_at; results in input order. A 429/503 with Retry-After holds back this
-    batch's later requests to that host: they come back as `host_backoff` (retried later)."""
+    before its start_at, none after its latest_start (answered `slot_missed`); results in input
+    order. A 429/503 with Retry-After holds back this batch's later requests to that host: they
+    come back as `host_backoff` (retried later)."""
     gate = asyncio.Semaphore(max(1, concurrency))
     host_gates = {h: asyncio.Semaphore(max(1, n)) for h, n in (per_host or {}).items()}
     paused: dict[str, float] = {}
@@ -322,6 +356,8 @@ async def fetch_many(
         await asyncio.sleep(max(0.0, request.start_at - time.time()))
         host = httpx.URL(request.url).host
         async with host_gates.get(host) or contextlib.nullcontext(), gate:
+            if request.latest_start and time.time() > request.latest_start:
+                return FetchResponse(url=request.url, error_code=SLOT_MISSED, error_message="it missed its host's slot")
             if paused.get(host, 0) > time.time():
                 return FetchResponse(
                     url=request.url, error_code="host_backoff", error_message="the host asked us to wait (Retry-After)"

@@ -393,7 +393,7 @@ class StageWakeup(models.Model):
     """The earliest wake-up message a stage's queue has on its way (one row per queue), so that
     postponed work is woken once, not once per row; a stale time no longer counts."""
 
-    queue = models.CharField(max_length=40, unique=True)
+    queue = models.CharField(max_length=255, unique=True)
     due_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

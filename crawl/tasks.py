@@ -13,13 +13,14 @@ from crawl.signals import recrawl_due
 
 
 @shared_task(name="crawl.fetch_batch", bind=True, soft_time_limit=270, time_limit=300)
-def fetch_batch(self, page_ids: list[int], job: int | None = None) -> int:
-    return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or ""))
+def fetch_batch(self, page_ids: list[int], job: int | None = None, wake: str | None = None) -> int:
+    """`page_ids` empty: a wake-up (booked for the time `wake`), which claims what is ready."""
+    return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", wake=wake))
 
 
 @shared_task(name="crawl.render_batch", bind=True, soft_time_limit=570, time_limit=600)
-def render_batch(self, page_ids: list[int], job: int | None = None) -> int:
-    return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", render=True))
+def render_batch(self, page_ids: list[int], job: int | None = None, wake: str | None = None) -> int:
+    return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", render=True, wake=wake))
 
 
 @shared_task(name="crawl.dispatch", soft_time_limit=50, time_limit=60)

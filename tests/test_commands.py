@@ -66,7 +66,7 @@ def test_addseeds_adds_and_publishes_good_urls_and_reports_refused_ones(transact
     assert "refused seed http://127.0.0.1:9/: blocked_address" in err
     assert set(project.seeds.values_list("url", flat=True)) == {"http://93.184.215.14/", "http://8.8.8.8/a"}
     assert Page.objects.filter(project=project, state="queued", is_seed=True).count() == 2
-    assert broker_queue_lengths()["fetch"] == 2, "one fetch batch per host"
+    assert broker_queue_lengths()["fetch"] == 1, "one wake-up: the fetch stage claims the rows"
 
     out, _ = manage("addseeds", "seeds", "http://8.8.8.8/a")
     assert out.strip() == "seeds: added 0 seeds (0 new frontier rows), refused 0"

@@ -20,7 +20,7 @@ from console import jobs
 from console.dashboard import overview_snapshot
 from console.models import Job, JobLogEntry, WorkerBeat
 from crawl.frontier.reaper import reap
-from crawl.frontier.stages import job_scope, publish_fetch
+from crawl.frontier.stages import job_scope, publish_extract
 from crawl.models import Page, Project, Seed
 from tests.conftest import last_json_line, run_manage
 from tests.test_admin_console import add_page
@@ -116,10 +116,10 @@ def test_task_messages_carry_the_job(project, broker):
     page = add_page(project, "http://a.test/m", "queued")
     client = redis.Redis.from_url(broker)
     with job_scope(4242):
-        publish_fetch([page.id], rendered=set())
-    message = json.loads(client.lpop("fetch"))
+        publish_extract([page.id])
+    message = json.loads(client.lpop("extract"))
     body = json.loads(base64.b64decode(message["body"]))
-    assert (body[0], body[1]) == ([[page.id]], {"job": 4242}), "args and kwargs of crawl.fetch_batch"
+    assert (body[0], body[1]) == ([[page.id]], {"job": 4242}), "args and kwargs of scrape.extract_batch"
     assert message["headers"]["kwargsrepr"] == "{'job': 4242}", "what Flower shows"
 
 

@@ -81,6 +81,13 @@ def pages_wait(starts: dict[int, object]) -> int:
     return Page.objects.bulk_update(waiting, ["next_fetch_at"], batch_size=CHUNK)
 
 
+def pages_send_alone(waits: dict[int, float]) -> None:
+    """The reaper's pages (each claimed alone, by id) that a claim could not start now: each is
+    sent again, alone, for when its host can take it (`waits`: seconds; 0, a moment)."""
+    for page_id, seconds in waits.items():
+        stages.after_commit(stages.publish_fetch, [page_id], countdown=max(seconds, 0.2), batch=1)
+
+
 def pages_claim_for_fetch(page_ids: list[int], *, due=None, token=None) -> tuple[uuid.UUID, list[Page]]:
     """Lease the queued pages among page_ids that are due by `due` (now by default), of active
     projects, highest priority first. An expired lease is not claimable here: the reaper gives it

@@ -96,10 +96,11 @@ def wake_stage(queue: str, *, countdown: float = 0.0) -> bool:
     if countdown > settings.CRAWL_WAKEUP_MAX_SECONDS:
         return False
     now = timezone.now()
-    if not wakeup_book(queue, now + timedelta(seconds=countdown), now):
+    at = now + timedelta(seconds=countdown)
+    if not wakeup_book(queue, at, now):
         return False
     options = {"countdown": round(countdown, 2)} if countdown > 0 else {}
-    app.send_task(WAKE_TASKS[queue], args=[[]], **options)
+    app.send_task(WAKE_TASKS[queue], args=[[]], kwargs={"wake": at.isoformat()}, **options)
     return True
 
 

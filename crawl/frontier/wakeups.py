@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q
+from django.utils import timezone
 
 from crawl.models import StageWakeup
 
@@ -35,7 +36,7 @@ def wakeups_group(rows: list[tuple[int, datetime]], now: datetime) -> dict[float
 
 # A wake-up this far past its time is taken as lost (a killed worker's prefetch, a restarted broker):
 # the next request for one sends a new message.
-WAKEUP_STALE_SECONDS = 10.0
+WAKEUP_STALE_SECONDS = 5.0
 
 
 def wakeup_book(queue: str, at: datetime, now: datetime) -> bool:
@@ -50,6 +51,21 @@ def wakeup_book(queue: str, at: datetime, now: datetime) -> bool:
     return created
 
 
-def wakeup_taken(queue: str, now: datetime) -> None:
-    """A wake-up of the queue runs now: the booking it answered (or an older one) is spent."""
-    StageWakeup.objects.filter(queue=queue, due_at__lte=now).update(due_at=None)
+def wakeup_taken(queue: str, booked_at: datetime) -> None:
+    """The wake-up booked for `booked_at` runs now: that booking, or an earlier one still on the
+    row, is spent (this run claims what either was for). A later booking stays: its own message
+    comes."""
+    StageWakeup.objects.filter(queue=queue, due_at__lte=booked_at).update(due_at=None)
+
+
+def session_take(key: str, until: datetime) -> bool:
+    """Hold the session `key` (one process keeps claiming a stage's work) until `until`, unless a
+    live session holds it; a holder that died frees it when its time is up."""
+    now = timezone.now()
+    StageWakeup.objects.get_or_create(queue=key)
+    free = Q(due_at__isnull=True) | Q(due_at__lt=now)
+    return bool(StageWakeup.objects.filter(free, queue=key).update(due_at=until))
+
+
+def session_leave(key: str, until: datetime) -> None:
+    StageWakeup.objects.filter(queue=key, due_at=until).update(due_at=None)

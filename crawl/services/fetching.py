@@ -2,34 +2,46 @@
 result by compare-and-set on the lease."""
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 import uuid
 import zlib
 from collections import Counter, defaultdict
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from structlog.contextvars import bound_contextvars
 
-from crawl.fetcher import FetchLimits, FetchRequest, FetchResponse, fetch_many, retry_after_seconds, runner
-from crawl.frontier.pages import pages_claim_for_fetch, pages_finish, pages_next_due, pages_ready, pages_wait
-from crawl.frontier.stages import FETCH, RENDER, after_commit, publish_fetch, wake_stage
-from crawl.frontier.verdicts import Fetched
+from crawl.fetcher import SLOT_MISSED, FetchLimits, FetchRequest, FetchResponse, fetch_many, retry_after_seconds, runner
+from crawl.frontier.pages import (
+    pages_claim_for_fetch,
+    pages_finish,
+    pages_next_due,
+    pages_ready,
+    pages_send_alone,
+    pages_wait,
+)
+from crawl.frontier.stages import FETCH, RENDER, wake_stage
+from crawl.frontier.verdicts import Fetched, Postpone
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
 from crawl.urls import host_of, origin_of
 
 from .outcomes import failure, outcome
-from .politeness import GRANT_AHEAD_SECONDS, host_back_off, hosts_grant, hosts_learn_delays, hosts_release
+from .politeness import GRANT_AHEAD_SECONDS, SLOT_MARGIN, host_back_off, hosts_grant, hosts_learn_delays, hosts_release
 from .projects import sitemaps_offer
 from .rendering import render_page
 from .robots_cache import robots_policies
 
 log = logging.getLogger("crawlhub.fetch")
 IDLE_RETRY_SECONDS = 0.2
+# A request later than this past its slot is not sent (it waits for another): with the slots' margin
+# this keeps two requests to a host at least the delay apart however late a batch runs.
+LATE_SECONDS = SLOT_MARGIN * 0.3
 
 
 def fetch_limits() -> FetchLimits:
@@ -49,25 +61,34 @@ def allows_private(project: Project) -> bool:
     return project.allow_private or settings.CRAWL_ALLOW_PRIVATE
 
 
-def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False) -> list[int]:
+def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, wake: str | None = None) -> list[int]:
     """Claim the pages that are ready now across hosts and projects (in headless Chromium when
     `render`), fetch them all at once, and record each result; return the ids now `fetched` (the
     frontier hands them to the extract stage). `page_ids`: exactly those pages (the reaper's, one
-    at a time); empty: a wake-up, which takes whatever is ready."""
+    at a time); empty: a wake-up (booked for `wake`, an ISO time), which takes whatever is ready,
+    and, when no other process does, keeps taking it for a while (fetch_session.py)."""
     queue = RENDER if render else FETCH
-    if not page_ids:
-        wakeup_taken(queue, timezone.now())
+    if wake:
+        wakeup_taken(queue, datetime.fromisoformat(wake))
+    if not page_ids and not render:
+        from .fetch_session import session_run  # it drives this module's rounds
+
+        fetched = session_run(worker)
+        return fetched if fetched is not None else []
     limit = settings.CRAWL_RENDER_BATCH if render else settings.CRAWL_FETCH_BATCH
-    token, pages, grants, full = _claim(page_ids, limit, render)
+    token, pages, grants, full = claim_round(page_ids, limit, render)
     if full:  # more may be ready: another worker process claims it while this one fetches
         wake_stage(queue)
-    fetched = _fetch_claimed(pages, grants, token, worker, render) if pages else []
-    _wake_for_next(queue, render, claimed=bool(pages))
+    fetched = []
+    if pages:
+        fetch_round = round_prepare(pages, grants, token, worker)
+        fetched = round_finish(fetch_round, round_wait(fetch_round, round_start(fetch_round, render)))
+    wake_for_next(queue, render, claimed=bool(pages))
     return fetched
 
 
 @transaction.atomic
-def _claim(page_ids: list[int], limit: int, render: bool):
+def claim_round(page_ids: list[int], limit: int, render: bool):
     """One short transaction: pick the candidates, book their hosts' slots, lease what may start
     now, and give the others their hosts' next free slots as due times."""
     due = timezone.now() + timedelta(seconds=GRANT_AHEAD_SECONDS)
@@ -91,54 +112,53 @@ def _claim(page_ids: list[int], limit: int, render: bool):
             waits[page_id] = grant.waits(index - grant.granted + 1)[-1]
     pages_wait(waits)
     if page_ids:  # the reaper's pages go alone, by id: each not taken now is sent again for later
-        for page_id in set(page_ids) - set(now_ids):
-            wait = (waits[page_id] - due).total_seconds() if page_id in waits else IDLE_RETRY_SECONDS
-            after_commit(publish_fetch, [page_id], countdown=max(wait, IDLE_RETRY_SECONDS), batch=1)
+        later = set(page_ids) - set(now_ids)
+        pages_send_alone(
+            {i: max(IDLE_RETRY_SECONDS, (waits[i] - due).total_seconds()) if i in waits else 0 for i in later}
+        )
     _, pages = pages_claim_for_fetch(now_ids, due=due, token=token)
     return token, pages, grants, len(candidates) >= limit
 
 
-def _fetch_claimed(pages: list[Page], grants: dict, token, worker: str, render: bool) -> list[int]:
-    """Robots.txt, then every project's requests at once on this process's event loop, each at
-    its slot; then the verdicts, written while the lease holds."""
+@dataclass
+class FetchRound:
+    """The pages one claim took: those sent (with their requests, per project), and the verdicts
+    already known (robots.txt refusals, blocked hosts)."""
+
+    token: uuid.UUID
+    worker: str
+    claimed: list[Page]
+    sent: list[Page] = field(default_factory=list)
+    batches: list[tuple] = field(default_factory=list)  # (project, requests, per-host in-flight caps)
+    verdicts: list = field(default_factory=list)
+
+
+def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchRound:
+    """Robots.txt and the requests of each project's claimed pages, each at its slot."""
+    fetch_round = FetchRound(token=token, worker=worker, claimed=pages)
     by_project = defaultdict(list)
     for page in pages:
         by_project[page.project_id].append(page)
-    verdicts, sent = [], []
-    try:
-        batches = []
-        for project_pages in by_project.values():
-            project = project_pages[0].project
-            allowed, refused = _split_by_robots(project_pages, project)
-            verdicts += [(page, failure(code, message, {"fetched_by": worker})) for page, (code, message) in refused]
-            now_pages, requests, per_host, blocked = _requests(project, allowed, grants)
-            verdicts += blocked
-            batches.append((project, requests, per_host))
-            sent += now_pages
-        responses = _send(batches, render)
-    finally:
-        hosts_release(token)
-    backoffs = _record_backoffs(responses)
-    for page, response in zip(sent, responses, strict=True):
-        verdict = outcome(page, response, backoffs.get(page.host))
-        verdict.fields["fetched_by"] = worker
-        verdicts.append((page, verdict))
-    with transaction.atomic():
-        written = pages_finish(token=token, stage=FETCH, verdicts=verdicts)
-        fetched = _store_contents(sent, responses, dict(verdicts), written)
-    for project_id, project_pages in by_project.items():
-        with bound_contextvars(project_id=project_id):  # the log line names the project
-            done = sum(p.project_id == project_id for p in sent)
-            log.info("fetched %d of %d claimed pages", done, len(project_pages))
-    return fetched
+    for project_pages in by_project.values():
+        project = project_pages[0].project
+        allowed, refused = _split_by_robots(project_pages, project)
+        fetch_round.verdicts += [(p, failure(code, text, {"fetched_by": worker})) for p, (code, text) in refused]
+        now_pages, requests, per_host, blocked = _requests(project, allowed, grants)
+        fetch_round.verdicts += blocked
+        fetch_round.batches.append((project, requests, per_host))
+        fetch_round.sent += now_pages
+    return fetch_round
 
 
-def _send(batches: list[tuple], render: bool) -> list[FetchResponse]:
-    """The responses of every project's requests, in order: rendered one at a time, else all at
-    once (each project with its own client: its proxy and private-network setting), at most the
-    project's concurrency in flight, or one per host when the batch has more hosts than that."""
+def round_start(fetch_round: FetchRound, render: bool) -> concurrent.futures.Future:
+    """The round's responses, in order, as a future: every project's requests at once on this
+    process's event loop (each project with its own client: its proxy and private-network setting,
+    at most its concurrency in flight, or one per host when the round has more hosts than that);
+    rendered pages one at a time in Chromium."""
     if render:
-        return [r for project, requests, _ in batches for r in _render_all(requests, project)]
+        done = concurrent.futures.Future()
+        done.set_result([r for project, requests, _ in fetch_round.batches for r in _render_all(requests, project)])
+        return done
 
     async def all_projects():
         answers = await asyncio.gather(
@@ -150,15 +170,46 @@ def _send(batches: list[tuple], render: bool) -> list[FetchResponse]:
                     concurrency=max(project.concurrency, len(per_host)),
                     per_host=per_host,
                 )
-                for project, requests, per_host in batches
+                for project, requests, per_host in fetch_round.batches
             )
         )
         return [r for responses in answers for r in responses]
 
-    return runner.run(all_projects())
+    return runner.submit(all_projects())
 
 
-def _wake_for_next(queue: str, render: bool, *, claimed: bool) -> None:
+def round_wait(fetch_round: FetchRound, future: concurrent.futures.Future) -> list[FetchResponse]:
+    """The round's responses; if it failed, its hosts are freed for the other workers first."""
+    try:
+        return future.result()
+    except BaseException:
+        hosts_release(fetch_round.token)
+        raise
+
+
+def round_finish(fetch_round: FetchRound, responses: list[FetchResponse]) -> list[int]:
+    """Free the round's hosts, then write each page's verdict while its lease holds; returns the
+    ids now `fetched`."""
+    hosts_release(fetch_round.token)
+    verdicts, backoffs = list(fetch_round.verdicts), _record_backoffs(responses)
+    for page, response in zip(fetch_round.sent, responses, strict=True):
+        if response.error_code == SLOT_MISSED:
+            verdicts.append((page, Postpone(SLOT_MISSED, "waiting for its host's next slot", timezone.now())))
+            continue
+        verdict = outcome(page, response, backoffs.get(page.host))
+        verdict.fields["fetched_by"] = fetch_round.worker
+        verdicts.append((page, verdict))
+    with transaction.atomic():
+        written = pages_finish(token=fetch_round.token, stage=FETCH, verdicts=verdicts)
+        fetched = _store_contents(fetch_round.sent, responses, dict(verdicts), written)
+    for project_id in {p.project_id for p in fetch_round.claimed}:
+        with bound_contextvars(project_id=project_id):  # the log line names the project
+            claimed = [p for p in fetch_round.claimed if p.project_id == project_id]
+            log.info("fetched %d of %d claimed pages", sum(p.id in fetched for p in claimed), len(claimed))
+    return fetched
+
+
+def wake_for_next(queue: str, render: bool, *, claimed: bool) -> None:
     """Book the stage's next wake-up for when its next page is due (a little ahead, so its slot is
     booked in time). A claim that found nothing it could start waits a moment before looking again:
     what is due then waits for a host's connections, which a finishing batch frees."""
@@ -218,7 +269,10 @@ def _requests(project: Project, pages: list[Page], grants: dict) -> tuple[list[P
             blocked.append((page, failure("host_blocked", grant.refused)))
             continue
         now_pages.append(page)
-        requests.append(build_request(project, page, start_at=grant.slot(index[page.host])))
+        request = build_request(project, page, start_at=grant.slot(index[page.host]))
+        if grant.spacing:
+            request.latest_start = request.start_at + LATE_SECONDS
+        requests.append(request)
         index[page.host] += 1
         per_host[page.host] = grant.in_flight
     return now_pages, requests, per_host, blocked

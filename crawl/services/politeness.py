@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from crawl.models import Host, HostLease, Project
 
-GRANT_AHEAD_SECONDS = 0.5  # a claim books slots this far ahead: the batch waits for them on its event loop
+GRANT_AHEAD_SECONDS = 1.0  # a claim books slots this far ahead: the requests wait for them on the event loop
 SLOT_MARGIN = 0.1  # seconds added to each slot: scheduling jitter must never bring two requests closer than the delay
 MAX_BACKOFF_SECONDS = 3600.0
 UNKNOWN_DELAY_SECONDS = 1.0  # a host whose robots.txt is not read yet gets one request; its others wait this long

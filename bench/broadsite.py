@@ -1,0 +1,119 @@
+"""The broad-crawl site: H hosts of P pages, each host on its own loopback address (127.1.x.y: Linux
+routes all of 127/8 to `lo`), every robots.txt asking for `Crawl-delay: D`. One asyncio process
+serves them all and logs every request with its time, so politeness is read from the server's side.
+
+    python -m bench.broadsite --hosts 100 --pages 31 --delay 1 --port 18300 --log access.log
+"""
+
+import argparse
+import asyncio
+import resource
+import signal
+import time
+from pathlib import Path
+
+WORDS = [
+    "polite",
+    "crawler",
+    "host",
+    "slot",
+    "delay",
+    "frontier",
+    "lease",
+    "queue",
+    "fetch",
+    "extract",
+    "page",
+    "link",
+    "robots",
+]
+
+
+def host_addresses(hosts: int) -> list[str]:
+    """127.1.0.1, 127.1.0.2, ... 250 a block, so every address is a valid host of its own."""
+    return [f"127.1.{i // 250}.{i % 250 + 1}" for i in range(hosts)]
+
+
+def site_urls(hosts: int, port: int) -> list[str]:
+    return [f"http://{address}:{port}/" for address in host_addresses(hosts)]
+
+
+def page_paths(pages: int) -> list[str]:
+    return ["/", *(f"/p{i}.html" for i in range(1, pages))]
+
+
+def page_body(path: str, pages: int) -> bytes:
+    """The index links every page; a page links the index and its neighbours (links seen twice)."""
+    if path == "/":
+        links = page_paths(pages)[1:]
+    else:
+        number = int(path[2:-5])
+        links = ["/", f"/p{max(1, number - 1)}.html", f"/p{min(pages - 1, number + 1)}.html"]
+    text = " ".join(WORDS[(len(path) + i) % len(WORDS)] for i in range(120))
+    anchors = "".join(f'<li><a href="{link}">{link}</a></li>' for link in links)
+    html = f"<html><head><title>{path}</title></head><body><p>{text}</p><ul>{anchors}</ul></body></html>"
+    return html.encode()
+
+
+class BroadSite:
+    def __init__(self, pages: int, delay: float, log):
+        self.pages, self.log = pages, log
+        self.bodies = {path: page_body(path, pages) for path in page_paths(pages)}
+        self.robots = f"User-agent: *\nCrawl-delay: {delay:g}\n".encode()
+
+    def answer(self, path: str) -> tuple[int, str, bytes]:
+        if path == "/robots.txt":
+            return 200, "text/plain", self.robots
+        body = self.bodies.get(path.split("?")[0])
+        return (200, "text/html; charset=utf-8", body) if body else (404, "text/html", b"<h1>404</h1>")
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host = writer.get_extra_info("sockname")[0]
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                target = head.split(b" ", 2)[1].decode("latin-1")
+                status, kind, body = self.answer(target)
+                self.log.write(f"{time.time():.6f} {host} {target} {status}\n")
+                reason = b"OK" if status == 200 else b"Not Found"
+                writer.write(
+                    b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+                    % (status, reason, kind.encode(), len(body))
+                    + body
+                )
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+
+async def serve(hosts: int, pages: int, delay: float, port: int, log_path: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * hosts + 1024)), hard))
+    with open(log_path, "a", buffering=1) as log:
+        site = BroadSite(pages, delay, log)
+        servers = [await asyncio.start_server(site.serve, address, port) for address in host_addresses(hosts)]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        print("ready", flush=True)
+        await stop.wait()
+        for server in servers:
+            server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--pages", type=int, default=31)
+    parser.add_argument("--delay", type=float, default=1.0)
+    parser.add_argument("--port", type=int, default=18300)
+    parser.add_argument("--log", type=Path, required=True)
+    args = parser.parse_args()
+    asyncio.run(serve(args.hosts, args.pages, args.delay, args.port, args.log))
+
+
+if __name__ == "__main__":
+    main()
