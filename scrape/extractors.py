@@ -109,6 +109,8 @@ def absolute_http_url(base: str, href: str) -> str | None:
     href = (href or "").strip()
     if not href or href.startswith("#"):
         return None
+    if "\\" in href:
+        href = _backslashes_as_slashes(href)
     key = _join_key(base, href)
     if key is None:
         return _absolute_http_url(base, href)
@@ -119,6 +121,14 @@ def absolute_http_url(base: str, href: str) -> str | None:
             _JOINED.clear()
         url = _JOINED[key] = _absolute_http_url(base, href)
         return url
+
+
+def _backslashes_as_slashes(href: str) -> str:
+    """A backslash before the query is a "/" to browsers in an http(s) URL (the only links kept), so
+    "\\a.html" starts at the root and "\\\\host\\x" or "http:\\\\host\\x" name a host; urljoin would
+    read each as a path relative to the page's folder. The query and fragment keep theirs."""
+    end = min((i for i in (href.find("?"), href.find("#")) if i >= 0), default=len(href))
+    return href[:end].replace("\\", "/") + href[end:]
 
 
 # Resolved links by (base scheme, host, folder, href), for the hrefs whose resolution depends on

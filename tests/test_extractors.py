@@ -254,6 +254,20 @@ def test_it_resolves_hrefs_to_absolute_http_urls_or_none(href, expected):
 
 
 @pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("\\products\\a.html", "http://example.com/products/a.html"),
+        ("\\\\host.example\\x", "http://host.example/x"),
+        ("http:\\\\host.example\\x", "http://host.example/x"),
+        ("https:\\\\host.example\\x?q=\\", "https://host.example/x?q=\\"),  # the query keeps its own
+        ("sub\\b.html", "http://example.com/dir/sub/b.html"),
+    ],
+)
+def test_it_reads_backslashes_in_hrefs_as_slashes_like_a_browser(href, expected):
+    assert absolute_http_url("http://example.com/dir/page.html", href) == expected
+
+
+@pytest.mark.parametrize(
     ("url", "kind"),
     [
         ("http://e.com/a.JPG?w=1", "image"),
@@ -412,6 +426,8 @@ def test_a_remembered_resolution_is_the_one_urljoin_gives_for_this_base(pairs):
 
     for base, href in pairs + pairs[::-1]:
         stripped = href.strip()
+        if "\\" in stripped:
+            stripped = extractors._backslashes_as_slashes(stripped)
         expected = None if not stripped or stripped.startswith("#") else extractors._absolute_http_url(base, stripped)
         assert absolute_http_url(base, href) == expected, (base, href)
 
