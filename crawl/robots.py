@@ -6,6 +6,7 @@ from urllib.parse import urljoin, urlsplit
 from protego import Protego
 
 MAX_ROBOTS_BYTES = 500 * 1024  # RFC 9309: parse at least 500 KiB
+_BYTE_ORDER_MARKS = (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef")  # the whole mark first
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,12 @@ def _is_http_url(url: str) -> bool:
 
 def robots_text(body: bytes) -> str:
     """robots.txt is UTF-8 (RFC 9309); a byte order mark is dropped, or the first line would read
-    "\ufeffUser-agent" and its group be lost. Bytes that are not UTF-8 become U+FFFD."""
-    return body.decode("utf-8-sig", errors="replace")
+    "\ufeffUser-agent" and its group be lost, and so is the start of one cut short (as Google's
+    parser does). Bytes that are not UTF-8 become U+FFFD."""
+    for mark in _BYTE_ORDER_MARKS:
+        if body.startswith(mark):
+            return body[len(mark) :].decode("utf-8", errors="replace")
+    return body.decode("utf-8", errors="replace")
 
 
 def policy_from_response(status_code: int | None, body: str, error: str = "") -> RobotsPolicy:
