@@ -5,9 +5,9 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
-import idna
 from w3lib.url import canonicalize_url
 
+from .hostnames import BadHost, browser_host
 from .patterns import UserPattern
 
 MAX_URL_LENGTH = 2000
@@ -75,7 +75,7 @@ def canonicalize(url: str) -> str:
     host = (parts.hostname or "").rstrip(".")
     if not host:
         raise InvalidURL("invalid_url", "URL has no host")
-    netloc = _netloc(_ascii_host(host), port, scheme)
+    netloc = _netloc(_host_as_browsers_read_it(host), port, scheme)
     query = _without_tracking(parts.query)
     try:
         return canonicalize_url(urlunsplit((scheme, netloc, _escape_stray_percents(parts.path) or "/", query, "")))
@@ -95,16 +95,13 @@ def _is_tracking_pair(pair: str) -> bool:
     return _is_tracking(unquote_plus(name), unquote_plus(value))
 
 
-def _ascii_host(host: str) -> str:
-    """A host name as browsers send it: UTS 46 processing, non-transitional (IDNA 2008), so "fa\u00df"
-    is "xn--fa-hia", not IDNA 2003's "fass". A name UTS 46 refuses (an emoji, say) is left to w3lib,
-    whose IDNA 2003 still reaches the host browsers reach."""
-    if host.isascii():
+def _host_as_browsers_read_it(host: str) -> str:
+    if ":" in host:  # an IPv6 literal, which urlsplit checked
         return host
     try:
-        return idna.encode(host, uts46=True, transitional=False).decode("ascii")
-    except (idna.IDNAError, UnicodeError, ValueError):
-        return host
+        return browser_host(host)
+    except BadHost as exc:
+        raise InvalidURL("invalid_url", f"malformed URL: {exc}") from None
 
 
 def _backslashes_as_slashes(url: str) -> str:

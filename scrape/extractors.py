@@ -109,8 +109,9 @@ def absolute_http_url(base: str, href: str) -> str | None:
     href = (href or "").strip()
     if not href or href.startswith("#"):
         return None
-    if "\\" in href:
-        href = _backslashes_as_slashes(href)
+    href = browser_href(base, href)
+    if href is None:
+        return None
     key = _join_key(base, href)
     if key is None:
         return _absolute_http_url(base, href)
@@ -121,6 +122,38 @@ def absolute_http_url(base: str, href: str) -> str | None:
             _JOINED.clear()
         url = _JOINED[key] = _absolute_http_url(base, href)
         return url
+
+
+def browser_href(base: str, href: str) -> str | None:
+    """The href as a browser reads it where urljoin reads it otherwise, for the http(s) URLs that
+    are kept (the URL standard): a backslash before the query is a "/"; extra slashes before a host
+    are ignored ("///h/x", "http:///h/x"); an http(s) scheme other than the base's starts a host
+    whatever the slashes ("https:h/x" on an http page). None when no host follows."""
+    if "\\" in href:
+        href = _backslashes_as_slashes(href)
+    if href.startswith("///"):
+        return _with_host("//", href.lstrip("/"))
+    scheme = _SPECIAL_SCHEME.match(href)
+    if scheme is None:
+        return href
+    name, rest = scheme.group(1).lower(), href[scheme.end() :]
+    if rest.startswith("///") or (not rest.startswith("//") and name != _scheme_of(base)):
+        return _with_host(name + "://", rest.lstrip("/"))
+    return href
+
+
+_SPECIAL_SCHEME = re.compile(r"(https?):", re.IGNORECASE)
+
+
+def _with_host(prefix: str, rest: str) -> str | None:
+    return prefix + rest if rest[:1] not in ("", "?", "#") else None
+
+
+def _scheme_of(base: str) -> str:
+    try:
+        return _base_parts(base)[0]
+    except ValueError:
+        return ""
 
 
 def _backslashes_as_slashes(href: str) -> str:

@@ -111,6 +111,32 @@ def test_it_encodes_international_host_names_as_punycode():
     assert canonicalize("http://b\u00fccher.example/") == "http://xn--bcher-kva.example/"
 
 
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("http://%41.com/", "http://a.com/"),  # escapes in a host are decoded
+        ("http://\uff27\uff4f.com/", "http://go.com/"),  # full-width letters are mapped
+        ("http://www.foo\u3002bar.com/", "http://www.foo.bar.com/"),  # so is the ideographic full stop
+        ("http://0x7f.1/", "http://127.0.0.1/"),  # numeric IPv4 forms are written out
+        ("http://2130706433/", "http://127.0.0.1/"),
+        ("http://0177.0.0.1:8080/", "http://127.0.0.1:8080/"),
+        ("http://\u2603.net/", "http://xn--n3h.net/"),  # UTS 46 allows what IDNA 2008 refuses
+    ],
+)
+def test_it_reads_hosts_as_browsers_do(url, canonical):
+    assert canonicalize(url) == canonical
+
+
+@pytest.mark.parametrize(
+    "url", ["http://a b.com/", "http://hello%00/", "http://%25/", "http://\ufdd0zyx.com/", "http://1.2.3.256/",
+            "http://example.123/", "http://a<b.com/"]
+)  # fmt: skip
+def test_it_refuses_hosts_a_browser_refuses(url):
+    with pytest.raises(InvalidURL) as refused:
+        canonicalize(url)
+    assert refused.value.code == "invalid_url"
+
+
 def test_it_encodes_host_names_by_uts46_like_browsers_so_sharp_s_is_not_ss():
     assert canonicalize("https://fa\u00df.example/") == "https://xn--fa-hia.example/"
     assert canonicalize("https://fa\u00df.de/") != canonicalize("https://fass.de/")
