@@ -131,18 +131,17 @@ def browser_href(base: str, href: str) -> str | None:
     whatever the slashes ("https:h/x" on an http page). None when no host follows."""
     if "\\" in href:
         href = _backslashes_as_slashes(href)
-    if href.startswith("///"):
-        return _with_host("//", href.lstrip("/"))
-    scheme = _SPECIAL_SCHEME.match(href)
-    if scheme is None:
+    if href[:1] == "/":
+        return _with_host("//", href.lstrip("/")) if href.startswith("///") else href
+    colon = href.find(":", 4, 6)  # "http:" or "https:" (str methods: this runs for every link)
+    if colon < 0 or href[:colon].lower() not in ("http", "https"):
         return href
-    name, rest = scheme.group(1).lower(), href[scheme.end() :]
-    if rest.startswith("///") or (not rest.startswith("//") and name != _scheme_of(base)):
-        return _with_host(name + "://", rest.lstrip("/"))
+    if href.startswith("//", colon + 1) and not href.startswith("///", colon + 1):
+        return href
+    name = href[:colon].lower()
+    if href.startswith("//", colon + 1) or name != _scheme_of(base):
+        return _with_host(name + "://", href[colon + 1 :].lstrip("/"))
     return href
-
-
-_SPECIAL_SCHEME = re.compile(r"(https?):", re.IGNORECASE)
 
 
 def _with_host(prefix: str, rest: str) -> str | None:
