@@ -69,6 +69,9 @@ ROBOTS = {
     "cr_lines": "User-agent: FooBot\rDisallow: /x/\r",
     "trailing_comment": "User-agent: FooBot # our bot\nDisallow: /x/ # private\n",
     "agent_star_in_name": "User-agent: Foo*\nDisallow: /x/\n",
+    # GoogleOnly_LineTooLong: a 16 KiB Disallow line (its other checks ask about URLs of 16 KiB, which
+    # crawlhub refuses as url_too_long before robots.txt is asked)
+    "line_too_long": "user-agent: FooBot\ndisallow: /x/" + "a" * (2083 * 8 - 3 - 10 + 1 - 3) + "/qux\n",
 }
 # Bytes, read the way crawlhub reads a fetched robots.txt (crawl.robots.robots_text).
 ROBOTS_BYTES = {
@@ -246,6 +249,7 @@ CASES = [
     ("trailing_comment", "FooBot", H + "/y", True),
     # robots.cc: a "*" inside a user-agent name is not a wildcard (the name ends at it)
     ("agent_star_in_name", "FooBot", H + "/x/y", False),
+    ("line_too_long", "FooBot", H + "/fux", True),
     # ID_UTF8ByteOrderMarkIsSkipped, as fetch decisions
     ("bom_full", "foo", H + "/AnyValue", False),
     ("bom_partial_2", "foo", H + "/AnyValue", False),
