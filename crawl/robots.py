@@ -80,4 +80,5 @@ def policy_from_response(status_code: int | None, body: str, error: str = "") ->
         return RobotsPolicy(disallow_all=True, error=error or (f"HTTP {status_code}" if status_code else ""))
     if 400 <= status_code < 500:
         return RobotsPolicy(allow_all=True)
-    return RobotsPolicy(parser=Protego.parse(body[:MAX_ROBOTS_BYTES].removeprefix("\ufeff")))  # rows stored with it
+    # a body stored before robots_text dropped the byte order mark may still start with it
+    return RobotsPolicy(parser=Protego.parse(body[:MAX_ROBOTS_BYTES].removeprefix("\ufeff")))

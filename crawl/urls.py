@@ -56,8 +56,10 @@ def _is_tracking(name: str, value: str) -> bool:
 
 
 def canonicalize(url: str) -> str:
-    """The canonical form used for dedupe: w3lib's canonical URL (sorted query, no fragment,
-    resolved dot segments, normalised escapes) without default port or tracking/session params."""
+    """The canonical form used for dedupe, and the URL fetched: w3lib's canonical URL (sorted query,
+    no fragment, resolved dot segments, normalised escapes) with the host as browsers read it
+    (crawl.hostnames), without user info, default port or tracking/session params; the query's
+    other bytes are kept as written."""
     url = url.strip()
     if len(url) > MAX_URL_LENGTH:
         raise InvalidURL("url_too_long", f"URL longer than {MAX_URL_LENGTH} characters")

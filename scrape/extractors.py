@@ -134,14 +134,12 @@ def browser_href(base: str, href: str) -> str | None:
     if href[:1] == "/":
         return _with_host("//", href.lstrip("/")) if href.startswith("///") else href
     colon = href.find(":", 4, 6)  # "http:" or "https:" (str methods: this runs for every link)
-    if colon < 0 or href[:colon].lower() not in ("http", "https"):
+    name = href[:colon].lower() if colon > 0 else ""
+    if name not in ("http", "https"):
         return href
-    if href.startswith("//", colon + 1) and not href.startswith("///", colon + 1):
-        return href
-    name = href[:colon].lower()
-    if href.startswith("//", colon + 1) or name != _scheme_of(base):
+    if href.startswith("///", colon + 1) or (not href.startswith("//", colon + 1) and name != _scheme_of(base)):
         return _with_host(name + "://", href[colon + 1 :].lstrip("/"))
-    return href
+    return href  # "http://host", or the page's scheme without "//": a relative path, as urljoin reads it
 
 
 def _with_host(prefix: str, rest: str) -> str | None:
