@@ -137,6 +137,24 @@ def test_it_refuses_hosts_a_browser_refuses(url):
     assert refused.value.code == "invalid_url"
 
 
+_HOST_PARTS = st.sampled_from(
+    ["0x", "0", "1", "255", "256", "7f", ".", "..", "%2e", "%41", "%", "%zz", "a", "\u00df", "\uff27", "\u3002",
+     "\uff0e", "\u2603", "xn--", "-", "_", " ", "\ufdd0", "\u00e9", "E", "9"]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_HOST_PARTS, min_size=1, max_size=8).map("".join))
+def test_a_host_read_as_browsers_read_it_is_lowercase_ascii_and_reads_the_same_again(host):
+    try:
+        once = canonicalize(f"http://{host}/p")
+    except InvalidURL:
+        return
+    read = urlsplit(once).netloc
+    assert read.isascii() and read == read.lower()
+    assert canonicalize(once) == once
+
+
 def test_it_encodes_host_names_by_uts46_like_browsers_so_sharp_s_is_not_ss():
     assert canonicalize("https://fa\u00df.example/") == "https://xn--fa-hia.example/"
     assert canonicalize("https://fa\u00df.de/") != canonicalize("https://fass.de/")
