@@ -1,10 +1,12 @@
 """robots.txt decisions per RFC 9309 (protego). Pure: the caller fetches and caches the file."""
 
 from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
 
 MAX_ROBOTS_BYTES = 500 * 1024  # RFC 9309: parse at least 500 KiB
+_BYTE_ORDER_MARKS = (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef")  # the whole mark first
 
 
 @dataclass(frozen=True)
@@ -30,18 +32,46 @@ class RobotsPolicy:
             return self.error or "robots_unavailable", f"robots.txt could not be fetched ({self.error or 'no answer'})"
         return "robots_disallowed", "robots.txt disallows this URL"
 
-    def allows(self, url: str, user_agent: str) -> bool:
+    def allows(self, url: str, user_agent: str, *, as_linked: str = "") -> bool:
+        """Whether the rules allow url (the canonical form, which is fetched) and, when given, the URL
+        as the site linked it: a rule that spells out a query ("/search?q=") is written against the
+        site's own order and escapes, which canonical sorting loses. Either refusal refuses."""
         if self.allow_all:
             return True
         if self.disallow_all or self.parser is None:
             return False
-        return self.parser.can_fetch(url, user_agent)
+        urls = (url, as_linked) if as_linked and as_linked != url else (url,)
+        return all(self.parser.can_fetch(each, user_agent) for each in urls)
 
     def crawl_delay(self, user_agent: str) -> float | None:
         return self.parser.crawl_delay(user_agent) if self.parser else None
 
-    def sitemaps(self) -> list[str]:
-        return list(self.parser.sitemaps) if self.parser else []
+    def sitemaps(self, robots_url: str = "") -> list[str]:
+        """The Sitemap: lines as absolute http(s) URLs, relative ones ("/sitemap.xml",
+        "//cdn.example/s.xml") resolved against robots_url as Google and Scrapy do. A line that held
+        bytes robots_text could not decode (now U+FFFD) names no URL the site has, and is skipped."""
+        if not self.parser:
+            return []
+        urls = (urljoin(robots_url, line.strip()) for line in self.parser.sitemaps if "\ufffd" not in line)
+        return [url for url in urls if _is_http_url(url)]
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        return False
+
+
+def robots_text(body: bytes) -> str:
+    """robots.txt is UTF-8 (RFC 9309); a byte order mark is dropped, or the first line would read
+    "\ufeffUser-agent" and its group be lost, and so is the start of one cut short (as Google's
+    parser does). Bytes that are not UTF-8 become U+FFFD."""
+    for mark in _BYTE_ORDER_MARKS:
+        if body.startswith(mark):
+            return body[len(mark) :].decode("utf-8", errors="replace")
+    return body.decode("utf-8", errors="replace")
 
 
 def policy_from_response(status_code: int | None, body: str, error: str = "") -> RobotsPolicy:
@@ -50,4 +80,5 @@ def policy_from_response(status_code: int | None, body: str, error: str = "") ->
         return RobotsPolicy(disallow_all=True, error=error or (f"HTTP {status_code}" if status_code else ""))
     if 400 <= status_code < 500:
         return RobotsPolicy(allow_all=True)
-    return RobotsPolicy(parser=Protego.parse(body[:MAX_ROBOTS_BYTES]))
+    # a body stored before robots_text dropped the byte order mark may still start with it
+    return RobotsPolicy(parser=Protego.parse(body[:MAX_ROBOTS_BYTES].removeprefix("\ufeff")))

@@ -27,6 +27,8 @@ _WIDE_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # UTF-32's BOMs start w
 _SAFE_XML = {"resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False}
 _YEAR_OR_MONTH = re.compile(r"\d{4}(-\d{2})?")
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
+_LAST_ENTRY_END = re.compile(rb"(?s).*</(?:[A-Za-z_][\w.-]*:)?(?:url|sitemap)\s*>")  # greedy: the last one
+_BARE_AMPERSAND = re.compile(rb"&(?!#[0-9]+;|#[xX][0-9a-fA-F]+;|(?:amp|lt|gt|quot|apos);)")
 
 
 @dataclass
@@ -63,8 +65,10 @@ def parse_sitemap(
     return _text_sitemap(body, base_url, max_urls)
 
 
-def parse_feed(body: bytes, *, base_url: str, max_urls: int = FEED_MAX_URLS) -> Listing:
-    """The entry links of an RSS 0.9x/1.0/2.0 or Atom feed, with their updated (else published) time."""
+def parse_feed(body: bytes, *, base_url: str, content_type: str = "", max_urls: int = FEED_MAX_URLS) -> Listing:
+    """The entry links of an RSS 0.9x/1.0/2.0 or Atom feed, with their updated (else published) time.
+    content_type is the response's (its charset counts); a feed without entries is a feed with
+    nothing new, and only a body that is no feed at all is "malformed"."""
     body, error = _gunzipped(body, MAX_BYTES)
     if error:
         return Listing("unknown", error=error)
@@ -73,11 +77,12 @@ def parse_feed(body: bytes, *, base_url: str, max_urls: int = FEED_MAX_URLS) -> 
     # A file-like object, never bytes: feedparser opens bytes that name an existing file ("/etc/passwd").
     parsed = feedparser.parse(
         io.BytesIO(body),
-        response_headers={"content-location": base_url},  # base for relative links without xml:base
+        # the base for relative links without xml:base, and the type: without one every feed is "bozo"
+        response_headers={"content-location": base_url, "content-type": content_type or "application/xml"},
         resolve_relative_uris=False,
         sanitize_html=False,
     )
-    if parsed.get("bozo") and not parsed.entries:
+    if not parsed.entries and not parsed.get("version"):
         return Listing("feed", error="malformed")
     return Listing("feed", urls=_feed_urls(parsed.entries, base_url, max_urls))
 
@@ -98,7 +103,7 @@ def parse_listing(body: bytes, *, base_url: str, content_type: str = "") -> List
     if root in SITEMAP_ROOTS:
         return _xml_sitemap(body, base_url, SITEMAP_MAX_URLS)
     if root in FEED_ROOTS:
-        return parse_feed(body, base_url=base_url)
+        return parse_feed(body, base_url=base_url, content_type=content_type)
     return Listing("unknown", error="not_a_listing")
 
 
@@ -146,9 +151,12 @@ def _inflate(body: memoryview, max_bytes: int) -> bytes:
 def _xml_sitemap(body: bytes, base_url: str, max_urls: int) -> Listing:
     if unsafe_xml(body):
         return Listing("unknown", error="unsafe_xml")
+    body = _without_leading_space(body)
     try:
-        root = etree.fromstring(_without_leading_space(body), etree.XMLParser(**_SAFE_XML))
+        root = etree.fromstring(body, etree.XMLParser(**_SAFE_XML))
     except etree.XMLSyntaxError:
+        root = _recovered(body)
+    if root is None:
         return Listing("unknown", error="malformed")
     if _dtd_declares_entities(root):
         return Listing("unknown", error="unsafe_xml")
@@ -157,6 +165,22 @@ def _xml_sitemap(body: bytes, base_url: str, max_urls: int) -> Listing:
         return Listing("unknown", error="not_a_listing")
     entries = _sitemap_entries(root, SITEMAP_ROOTS[kind], base_url, max_urls)
     return Listing(kind, sitemaps=entries) if kind == "sitemapindex" else Listing(kind, urls=entries)
+
+
+def _recovered(body: bytes):
+    """The root of a sitemap that is not well-formed, keeping its whole entries, as Scrapy does: a
+    generator that timed out or a cut transfer leaves a truncated file, and one unescaped "&" spoils
+    a whole file. The body is cut after its last entry's end tag (what follows is part of an entry at
+    best) and an "&" that starts no reference is read as written. Same guards as the strict parser;
+    None when no entry is whole."""
+    last_end = _LAST_ENTRY_END.match(body)
+    if last_end is None:
+        return None
+    head = _BARE_AMPERSAND.sub(b"&amp;", body[: last_end.end()])
+    try:
+        return etree.fromstring(head, etree.XMLParser(recover=True, **_SAFE_XML))
+    except etree.XMLSyntaxError:
+        return None
 
 
 def _dtd_declares_entities(root) -> bool:

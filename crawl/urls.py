@@ -3,10 +3,11 @@
 import hashlib
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
+from .hostnames import BadHost, browser_host
 from .patterns import UserPattern
 
 MAX_URL_LENGTH = 2000
@@ -26,7 +27,6 @@ TRACKING_PARAMS = frozenset(
         "_gl",
         "phpsessid",
         "jsessionid",
-        "sid",
         "sessionid",
         "session_id",
         "aspsessionid",
@@ -35,6 +35,9 @@ TRACKING_PARAMS = frozenset(
     }
 )
 _STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# "sid" names a session in phpBB (32 hex digits) and an article in PHP-Nuke ("sid=123") and Slashcode
+# ("sid=04/05/12/1234567"): it is dropped only when its value looks like a session token.
+_SESSION_TOKEN = re.compile(r"[0-9A-Za-z]{20,}")
 
 
 class InvalidURL(ValueError):
@@ -45,14 +48,18 @@ class InvalidURL(ValueError):
         self.code = code
 
 
-def _is_tracking(name: str) -> bool:
+def _is_tracking(name: str, value: str) -> bool:
     lowered = name.lower()
+    if lowered == "sid":
+        return bool(_SESSION_TOKEN.fullmatch(value))
     return lowered.startswith("utm_") or lowered in TRACKING_PARAMS
 
 
 def canonicalize(url: str) -> str:
-    """The canonical form used for dedupe: w3lib's canonical URL (sorted query, no fragment,
-    resolved dot segments, normalised escapes) without default port or tracking/session params."""
+    """The canonical form used for dedupe, and the URL fetched: w3lib's canonical URL (sorted query,
+    no fragment, resolved dot segments, normalised escapes) with the host as browsers read it
+    (crawl.hostnames), without user info, default port or tracking/session params; the query's
+    other bytes are kept as written."""
     url = url.strip()
     if len(url) > MAX_URL_LENGTH:
         raise InvalidURL("url_too_long", f"URL longer than {MAX_URL_LENGTH} characters")
@@ -70,11 +77,32 @@ def canonicalize(url: str) -> str:
     host = (parts.hostname or "").rstrip(".")
     if not host:
         raise InvalidURL("invalid_url", "URL has no host")
-    netloc = _netloc(host, port, scheme)
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)])
+    netloc = _netloc(_host_as_browsers_read_it(host), port, scheme)
+    query = _without_tracking(parts.query)
     try:
         return canonicalize_url(urlunsplit((scheme, netloc, _escape_stray_percents(parts.path) or "/", query, "")))
     except (ValueError, UnicodeError) as exc:
+        raise InvalidURL("invalid_url", f"malformed URL: {exc}") from None
+
+
+def _without_tracking(query: str) -> str:
+    """The query without tracking and session parameters, every other byte as written: decoding and
+    re-encoding would turn a Latin-1 or Shift_JIS escape ("%E9") into U+FFFD, so two queries would
+    share a key and the server would be asked for a URL it never linked. w3lib sorts what is left."""
+    return "&".join(pair for pair in query.split("&") if pair and not _is_tracking_pair(pair))
+
+
+def _is_tracking_pair(pair: str) -> bool:
+    name, _, value = pair.partition("=")
+    return _is_tracking(unquote_plus(name), unquote_plus(value))
+
+
+def _host_as_browsers_read_it(host: str) -> str:
+    if ":" in host:  # an IPv6 literal, which urlsplit checked
+        return host
+    try:
+        return browser_host(host)
+    except BadHost as exc:
         raise InvalidURL("invalid_url", f"malformed URL: {exc}") from None
 
 

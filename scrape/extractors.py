@@ -109,6 +109,9 @@ def absolute_http_url(base: str, href: str) -> str | None:
     href = (href or "").strip()
     if not href or href.startswith("#"):
         return None
+    href = browser_href(base, href)
+    if href is None:
+        return None
     key = _join_key(base, href)
     if key is None:
         return _absolute_http_url(base, href)
@@ -119,6 +122,43 @@ def absolute_http_url(base: str, href: str) -> str | None:
             _JOINED.clear()
         url = _JOINED[key] = _absolute_http_url(base, href)
         return url
+
+
+def browser_href(base: str, href: str) -> str | None:
+    """The href as a browser reads it where urljoin reads it otherwise, for the http(s) URLs that
+    are kept (the URL standard): a backslash before the query is a "/"; extra slashes before a host
+    are ignored ("///h/x", "http:///h/x"); an http(s) scheme other than the base's starts a host
+    whatever the slashes ("https:h/x" on an http page). None when no host follows."""
+    if "\\" in href:
+        href = _backslashes_as_slashes(href)
+    if href[:1] == "/":
+        return _with_host("//", href.lstrip("/")) if href.startswith("///") else href
+    colon = href.find(":", 4, 6)  # "http:" or "https:" (str methods: this runs for every link)
+    name = href[:colon].lower() if colon > 0 else ""
+    if name not in ("http", "https"):
+        return href
+    if href.startswith("///", colon + 1) or (not href.startswith("//", colon + 1) and name != _scheme_of(base)):
+        return _with_host(name + "://", href[colon + 1 :].lstrip("/"))
+    return href  # "http://host", or the page's scheme without "//": a relative path, as urljoin reads it
+
+
+def _with_host(prefix: str, rest: str) -> str | None:
+    return prefix + rest if rest[:1] not in ("", "?", "#") else None
+
+
+def _scheme_of(base: str) -> str:
+    try:
+        return _base_parts(base)[0]
+    except ValueError:
+        return ""
+
+
+def _backslashes_as_slashes(href: str) -> str:
+    """A backslash before the query is a "/" to browsers in an http(s) URL (the only links kept), so
+    "\\a.html" starts at the root and "\\\\host\\x" or "http:\\\\host\\x" name a host; urljoin would
+    read each as a path relative to the page's folder. The query and fragment keep theirs."""
+    end = min((i for i in (href.find("?"), href.find("#")) if i >= 0), default=len(href))
+    return href[:end].replace("\\", "/") + href[end:]
 
 
 # Resolved links by (base scheme, host, folder, href), for the hrefs whose resolution depends on

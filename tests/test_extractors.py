@@ -206,6 +206,7 @@ def test_it_survives_malformed_html():
         "https://news.example.com/single.html",
         "https://news.example.com/nested.html",
         "https://news.example.com/cell.html",
+        "http://no-host",  # "http:///no-host": a browser ignores the extra slash
         "https://news.example.com/spaced.html",
         "https://news.example.com/after-end.html",
     ]
@@ -245,11 +246,33 @@ def test_it_counts_distinct_links_towards_max_links():
         ("", None),
         ("mailto:x@example.com", None),
         ("data:image/png;base64,AAAA", None),
-        ("https:///no-host", None),
+        ("https:///host", "https://host"),  # a browser ignores the extra slash
+        ("https://", None),
         ("http://[::1/bad", None),
     ],
 )
 def test_it_resolves_hrefs_to_absolute_http_urls_or_none(href, expected):
+    assert absolute_http_url("http://example.com/dir/page.html", href) == expected
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("\\products\\a.html", "http://example.com/products/a.html"),
+        ("\\\\host.example\\x", "http://host.example/x"),
+        ("http:\\\\host.example\\x", "http://host.example/x"),
+        ("https:\\\\host.example\\x?q=\\", "https://host.example/x?q=\\"),  # the query keeps its own
+        ("sub\\b.html", "http://example.com/dir/sub/b.html"),
+        ("///host.example/x", "http://host.example/x"),
+        ("http:///host.example/x", "http://host.example/x"),
+        ("https:host.example/x", "https://host.example/x"),  # another scheme than the page's
+        ("https:/host.example/x", "https://host.example/x"),
+        ("http:same-scheme.html", "http://example.com/dir/same-scheme.html"),  # the page's scheme: relative
+        ("http:/from-root.html", "http://example.com/from-root.html"),
+        ("////", None),
+    ],
+)
+def test_it_reads_backslashes_and_slashes_before_a_host_like_a_browser(href, expected):
     assert absolute_http_url("http://example.com/dir/page.html", href) == expected
 
 
@@ -412,7 +435,8 @@ def test_a_remembered_resolution_is_the_one_urljoin_gives_for_this_base(pairs):
 
     for base, href in pairs + pairs[::-1]:
         stripped = href.strip()
-        expected = None if not stripped or stripped.startswith("#") else extractors._absolute_http_url(base, stripped)
+        read = extractors.browser_href(base, stripped) if stripped else None
+        expected = None if not read or stripped.startswith("#") else extractors._absolute_http_url(base, read)
         assert absolute_http_url(base, href) == expected, (base, href)
 
 
@@ -457,12 +481,11 @@ def test_its_resolution_is_urljoin_then_urldefrag_then_urlsplits_verdict(base, h
     "href", ["//", "//?q", "///x", "http://", "http:///x", "http://?q", "?q", "a/b", "./", "/x", "//h/x"]
 )
 def test_hrefs_that_read_the_base_path_are_resolved_per_base(href):
-    first = absolute_http_url("http://example.com/one/page.html?a", href)
-    second = absolute_http_url("http://example.com/two/", href)
     from scrape import extractors
 
-    assert first == extractors._absolute_http_url("http://example.com/one/page.html?a", href)
-    assert second == extractors._absolute_http_url("http://example.com/two/", href)
+    for base in ("http://example.com/one/page.html?a", "http://example.com/two/"):
+        read = extractors.browser_href(base, href)
+        assert absolute_http_url(base, href) == (read and extractors._absolute_http_url(base, read))
 
 
 _LINK_MARKUP = st.lists(

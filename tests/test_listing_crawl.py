@@ -115,3 +115,17 @@ def test_robots_sitemaps_are_offered_and_followed_when_the_project_says_so(listi
     assert offer_only == {f"{url}/news/0.html"}
     seed = Seed.objects.get(project__slug="offer-only", kind="sitemap")
     assert (seed.url, seed.active) == (f"{url}/sitemap_index.xml", False)
+
+
+def test_a_relative_robots_sitemap_line_is_offered_against_the_robots_txt_url(listing_server, workers, worker_env):
+    url = listing_server.url
+    robots = b"\xef\xbb\xbfSitemap: /sitemap_index.xml\nSitemap: /caf\xe9.xml\n"  # a BOM, and a line that is not UTF-8
+    listing_server.site.files["/robots.txt"] = (200, {"Content-Type": "text/plain"}, robots)
+    project_get_or_create(name="relative", allow_private=True)
+    start_workers(workers)
+    done = run_manage(
+        ["crawl", f"{url}/news/0.html", "--workers", "0", "--project", "relative", "--timeout", "120"], worker_env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    offered = Seed.objects.filter(project__slug="relative", kind="sitemap").values_list("url", flat=True)
+    assert list(offered) == [f"{url}/sitemap_index.xml"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from crawl.robots import MAX_ROBOTS_BYTES, policy_from_response
+from crawl.robots import MAX_ROBOTS_BYTES, policy_from_response, robots_text
 
 AGENT = "CrawlHub/1.0 (+https://crawlhub.example/bot)"
 OTHER_AGENT = "SomeOtherBot/2.1"
@@ -81,6 +81,41 @@ def test_it_has_no_crawl_delay_when_the_file_sets_none():
 
 def test_it_lists_every_sitemap_line(policy):
     assert policy.sitemaps() == ["https://example.com/sitemap.xml", "https://example.com/news-sitemap.xml"]
+
+
+def test_it_resolves_relative_sitemap_lines_against_the_robots_txt_url():
+    body = (
+        "Sitemap: /sitemap.xml\nSitemap: //cdn.example.net/s.xml\nSitemap: news.xml\nSitemap: https://a.example/x.xml\n"
+    )
+    policy = policy_from_response(200, body)
+    assert policy.sitemaps("https://example.com/robots.txt") == [
+        "https://example.com/sitemap.xml",
+        "https://cdn.example.net/s.xml",
+        "https://example.com/news.xml",
+        "https://a.example/x.xml",
+    ]
+
+
+def test_it_skips_sitemap_lines_that_could_not_be_decoded_or_are_not_http():
+    raw = b"Sitemap: https://example.com/caf\xe9.xml\nSitemap: ftp://example.com/s.xml\nSitemap: /ok.xml\n"
+    body = robots_text(raw)
+    assert policy_from_response(200, body).sitemaps("https://example.com/robots.txt") == ["https://example.com/ok.xml"]
+
+
+def test_it_reads_the_first_group_of_a_robots_txt_that_starts_with_a_byte_order_mark():
+    raw = b"\xef\xbb\xbfUser-agent: *\nDisallow: /private/\n"
+    assert robots_text(raw) == "User-agent: *\nDisallow: /private/\n"
+    for body in (robots_text(raw), raw.decode("utf-8")):  # the second as a row stored before
+        assert not policy_from_response(200, body).allows("https://example.com/private/x", AGENT)
+
+
+def test_it_refuses_a_url_when_robots_txt_refuses_it_as_linked_or_as_canonical():
+    policy = policy_from_response(200, "User-agent: *\nDisallow: /search?q=\nDisallow: /*&sort=\n")
+    canonical, linked = "https://example.com/search?page=2&q=shoes", "https://example.com/search?q=shoes&page=2"
+    assert policy.allows(canonical, AGENT)  # the canonical form alone misses the rule
+    assert not policy.allows(canonical, AGENT, as_linked=linked)
+    assert not policy.allows("https://example.com/l?a=1&sort=x", AGENT, as_linked="https://example.com/l?sort=x&a=1")
+    assert policy.allows(canonical, AGENT, as_linked="https://example.com/search?page=2&q=shoes")
 
 
 def test_it_allows_everything_for_an_empty_or_non_robots_200_body():

@@ -129,9 +129,50 @@ def test_it_reads_a_text_sitemap_one_absolute_url_per_line():
 
 
 @pytest.mark.parametrize("parse", [parse_sitemap, parse_listing])
-def test_it_reports_malformed_xml_as_malformed_with_no_urls(parse):
-    body = b"<urlset><url><loc>https://www.example.com/a</loc></url><url><loc>https://www.example.com/b</url>"
+def test_it_reports_xml_without_one_whole_entry_as_malformed(parse):
+    body = b"<urlset><url><loc>https://www.example.com/a</lo"
     assert parse(body, base_url=BASE) == Listing("unknown", error="malformed")
+
+
+@pytest.mark.parametrize("parse", [parse_sitemap, parse_listing])
+@pytest.mark.parametrize(
+    "cut", [b"<url><loc>https://www.example.com/pro", b"<url><loc>https://www.example.com/c</loc><lastmod>2024", b"<u"]
+)
+def test_it_keeps_the_whole_entries_of_a_truncated_sitemap(parse, cut):
+    whole = b"<url><loc>https://www.example.com/a</loc></url><url><loc>https://www.example.com/b</loc></url>"
+    body = b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">' + whole + cut
+    listing = parse(body, base_url=BASE)
+    assert (listing.kind, listing.error) == ("urlset", "")
+    assert urls_of(listing) == ["https://www.example.com/a", "https://www.example.com/b"]
+
+
+def test_it_keeps_the_whole_children_of_a_truncated_sitemap_index():
+    body = b"<sitemapindex><sitemap><loc>/s1.xml</loc></sitemap><sitemap><loc>/s2.xml</loc></sitemap><sitemap><lo"
+    listing = parse_sitemap(body, base_url=BASE)
+    assert [found.url for found in listing.sitemaps] == [
+        "https://www.example.com/s1.xml",
+        "https://www.example.com/s2.xml",
+    ]
+
+
+@pytest.mark.parametrize("parse", [parse_sitemap, parse_listing])
+def test_it_reads_a_sitemap_with_an_unescaped_ampersand_as_written(parse):
+    body = (
+        b"<urlset><url><loc>https://www.example.com/p?a=1&b=2</loc></url>"
+        b"<url><loc>https://www.example.com/q?x=1&amp;y=2</loc></url>"
+        b"<url><loc>https://www.example.com/r?c=3&d;e</loc></url></urlset>"
+    )
+    assert urls_of(parse(body, base_url=BASE)) == [
+        "https://www.example.com/p?a=1&b=2",
+        "https://www.example.com/q?x=1&y=2",
+        "https://www.example.com/r?c=3&d;e",
+    ]
+
+
+@pytest.mark.parametrize("parse", [parse_sitemap, parse_listing])
+def test_it_still_refuses_a_malformed_sitemap_that_declares_entities(parse):
+    body = b'<!DOCTYPE u [<!ENTITY x "y">]><urlset><url><loc>https://www.example.com/&x;</loc></url><url><lo'
+    assert parse(body, base_url=BASE) == Listing("unknown", error="unsafe_xml")
 
 
 def test_it_keeps_only_the_first_max_urls():
@@ -175,6 +216,27 @@ def test_it_reads_rss1_rdf_items_in_their_declared_encoding():
         Discovered("https://science.example.net/2024/03/comets.html", utc(2024, 3, 4, 12, 0)),
         Discovered("https://science.example.net/2024/03/meteo.html", utc(2024, 3, 5)),
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'<?xml version="1.0"?><rss version="2.0"><channel><title>Quiet</title><link>https://q.example/</link></channel></rss>',
+        b'<feed xmlns="http://www.w3.org/2005/Atom"><title>Quiet</title><id>urn:q</id></feed>',
+        b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/">'
+        b'<channel rdf:about="https://q.example/"><title>Quiet</title></channel></rdf:RDF>',
+    ],
+)
+@pytest.mark.parametrize("content_type", ["", "application/rss+xml", "text/html; charset=utf-8"])
+def test_it_reads_a_feed_without_entries_as_a_feed_with_nothing_new(body, content_type):
+    assert parse_listing(body, base_url=BASE, content_type=content_type) == Listing("feed")
+    assert parse_feed(body, base_url=BASE, content_type=content_type) == Listing("feed")
+
+
+def test_it_reads_a_feed_by_the_charset_of_its_content_type():
+    body = "<rss><channel><item><link>https://q.example/\u03b1</link></item></channel></rss>".encode("iso-8859-7")
+    listing = parse_listing(body, base_url=BASE, content_type="application/rss+xml; charset=iso-8859-7")
+    assert urls_of(listing) == ["https://q.example/\u03b1"]  # not the Windows-1252 guess "\u00e1"
 
 
 def test_it_keeps_entries_of_a_bozo_feed_and_reports_an_unreadable_one():

@@ -81,7 +81,9 @@ def test_no_route_reaches_a_loopback_server_while_the_guard_is_on(workers, worke
         assert all(auth for _, _, auth in proxy.requests)
     pages = {p.url: p for p in Page.objects.filter(project__slug="ssrf")}
     blocked = {u for u, p in pages.items() if p.error_code == "blocked_address"}
-    assert {canon_path(u) for u in blocked} == {"/", "/secret"} and len(blocked) >= 5, blocked
+    # the numeric forms of 127.0.0.1 are read as browsers read them, so they are one page with it
+    assert {canon_path(u) for u in blocked} == {"/", "/secret"} and len(blocked) >= 3, blocked
+    assert f"http://127.0.0.1:{port}/" in blocked and f"http://localhost:{port}/" in blocked
     assert pages[f"{site.url}/redirect"].status_code == 302
     assets = {canon_path(a.url): a.error_code for a in MediaAsset.objects.filter(project__slug="ssrf")}
     assert assets == {

@@ -66,8 +66,41 @@ def test_it_strips_tracking_and_session_params_and_keeps_the_others():
     assert canonicalize(url) == "http://example.com/p?id=3&page=2"
 
 
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        # PHP-Nuke and Slashcode name their articles "sid": each is a page of its own
+        (
+            "http://e.com/modules.php?name=News&file=article&sid=123",
+            "http://e.com/modules.php?file=article&name=News&sid=123",
+        ),
+        ("http://e.com/article.pl?sid=04/05/12/1234567", "http://e.com/article.pl?sid=04%2F05%2F12%2F1234567"),
+        # phpBB's session id is 32 hex digits: every visit would be a new key
+        ("http://e.com/viewtopic.php?t=5&sid=0123456789abcdef0123456789ABCDEF", "http://e.com/viewtopic.php?t=5"),
+    ],
+)
+def test_it_drops_sid_only_when_it_looks_like_a_session_token(url, canonical):
+    assert canonicalize(url) == canonical
+
+
 def test_it_drops_a_query_made_only_of_tracking_params():
     assert canonicalize("http://example.com/p?utm_campaign=x&fbclid=y") == "http://example.com/p"
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("http://example.com/s?q=caf%E9", "http://example.com/s?q=caf%E9"),  # Latin-1
+        ("http://example.com/s?q=%93%FA%96%7B&utm_source=x", "http://example.com/s?q=%93%FA%96%7B"),  # Shift_JIS
+        ("http://example.com/s?q=%C6%FC%CB%DC&fbclid=1&p=2", "http://example.com/s?p=2&q=%C6%FC%CB%DC"),  # EUC-JP
+    ],
+)
+def test_it_keeps_query_escapes_that_are_not_utf8_as_written(url, canonical):
+    assert canonicalize(url) == canonical
+
+
+def test_it_gives_two_non_utf8_queries_two_keys():
+    assert canonicalize("http://example.com/s?q=%E9") != canonicalize("http://example.com/s?q=%E8")
 
 
 def test_it_normalises_percent_escapes_and_non_ascii_paths():
@@ -76,6 +109,56 @@ def test_it_normalises_percent_escapes_and_non_ascii_paths():
 
 def test_it_encodes_international_host_names_as_punycode():
     assert canonicalize("http://b\u00fccher.example/") == "http://xn--bcher-kva.example/"
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("http://%41.com/", "http://a.com/"),  # escapes in a host are decoded
+        ("http://\uff27\uff4f.com/", "http://go.com/"),  # full-width letters are mapped
+        ("http://www.foo\u3002bar.com/", "http://www.foo.bar.com/"),  # so is the ideographic full stop
+        ("http://0x7f.1/", "http://127.0.0.1/"),  # numeric IPv4 forms are written out
+        ("http://2130706433/", "http://127.0.0.1/"),
+        ("http://0177.0.0.1:8080/", "http://127.0.0.1:8080/"),
+        ("http://\u2603.net/", "http://xn--n3h.net/"),  # UTS 46 allows what IDNA 2008 refuses
+    ],
+)
+def test_it_reads_hosts_as_browsers_do(url, canonical):
+    assert canonicalize(url) == canonical
+
+
+@pytest.mark.parametrize(
+    "url", ["http://a b.com/", "http://hello%00/", "http://%25/", "http://\ufdd0zyx.com/", "http://1.2.3.256/",
+            "http://example.123/", "http://a<b.com/"]
+)  # fmt: skip
+def test_it_refuses_hosts_a_browser_refuses(url):
+    with pytest.raises(InvalidURL) as refused:
+        canonicalize(url)
+    assert refused.value.code == "invalid_url"
+
+
+_HOST_PARTS = st.sampled_from(
+    ["0x", "0", "1", "255", "256", "7f", ".", "..", "%2e", "%41", "%", "%zz", "a", "\u00df", "\uff27", "\u3002",
+     "\uff0e", "\u2603", "xn--", "-", "_", " ", "\ufdd0", "\u00e9", "E", "9"]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_HOST_PARTS, min_size=1, max_size=8).map("".join))
+def test_a_host_read_as_browsers_read_it_is_lowercase_ascii_and_reads_the_same_again(host):
+    try:
+        once = canonicalize(f"http://{host}/p")
+    except InvalidURL:
+        return
+    read = urlsplit(once).netloc
+    assert read.isascii() and read == read.lower()
+    assert canonicalize(once) == once
+
+
+def test_it_encodes_host_names_by_uts46_like_browsers_so_sharp_s_is_not_ss():
+    assert canonicalize("https://fa\u00df.example/") == "https://xn--fa-hia.example/"
+    assert canonicalize("https://fa\u00df.de/") != canonicalize("https://fass.de/")
+    assert canonicalize("https://FA\u00df.DE/") == "https://xn--fa-hia.de/"  # UTS 46 maps case first
 
 
 @pytest.mark.parametrize(

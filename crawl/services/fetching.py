@@ -254,7 +254,7 @@ def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], l
 
 
 def _offer_sitemaps(project: Project, policies: dict) -> None:
-    urls = sorted({url for policy in policies.values() for url in policy.sitemaps()})
+    urls = sorted({url for origin, policy in policies.items() for url in policy.sitemaps(f"{origin}/robots.txt")})
     if urls:
         sitemaps_offer(project=project, urls=urls)
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from crawl.fetcher import FetchLimits, fetch, runner
 from crawl.models import RobotsTxt
-from crawl.robots import MAX_ROBOTS_BYTES, RobotsPolicy, policy_from_response
+from crawl.robots import MAX_ROBOTS_BYTES, RobotsPolicy, policy_from_response, robots_text
 
 _LOCAL: dict[tuple[str, bool], tuple[float, RobotsPolicy]] = {}
 ANSWER_SECONDS = 300
@@ -80,7 +80,7 @@ async def _fetch_robots(client, origin: str, user_agent: str):
 def _store(origin: str, response) -> RobotsPolicy:
     if response.error_code or response.status_code >= 500:
         return policy_from_response(None if response.error_code else response.status_code, "", response.error_code)
-    body = response.body.decode("utf-8", errors="replace") if response.status_code < 300 else ""
+    body = robots_text(response.body) if response.status_code < 300 else ""
     RobotsTxt.objects.update_or_create(
         origin=origin, defaults={"status_code": response.status_code, "body": body, "fetched_at": timezone.now()}
     )
