@@ -16,6 +16,7 @@ from console.access import may, projects_for
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from crawl.models import Project
+from crawl.services.credentials import secrets_refusal
 from scrape.debugger import fate_groups, trial_report, try_url
 from scrape.models import Item, RuleSet
 
@@ -90,7 +91,8 @@ class TryForm(forms.Form):
 
     def clean(self):
         """Private addresses reach into internal networks: asking for them, directly or through a
-        project that allows them, needs the network settings permission."""
+        project that allows them, needs the network settings permission; so does trying a URL off
+        the sites of a project that holds secrets (its proxy would carry the request)."""
         cleaned = super().clean()
         project = cleaned.get("project")
         private = cleaned.get("allow_private") or bool(project and project.allow_private)
@@ -100,6 +102,10 @@ class TryForm(forms.Form):
                 "Private addresses (allow_private, or a project that allows them) need the "
                 "console.change_network_settings permission."
             )
+        refusal = project and not may(self.user, "network") and secrets_refusal(project, cleaned.get("url", ""))
+        if refusal:
+            self.refused = True
+            raise forms.ValidationError(refusal)
         return cleaned
 
 
