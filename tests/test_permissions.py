@@ -284,6 +284,24 @@ def test_view_only_staff_sees_the_admin_but_no_actions(teams, member, client):
         assert listed and {row.project_id for row in listed} == {a.id}, path
 
 
+def test_a_viewer_reads_a_pages_request_with_its_headers_cookies_and_body_masked(teams, member, client):
+    """A seed's (or a spider's) own request is kept on its frontier row: shown masked like the seed."""
+    a, _ = teams
+    body = "user=me&password=body-s3cret"
+    request = {"method": "POST", "body": body, "headers": {"X-Token": SEED_HEADER}, "cookies": {"sid": COOKIE}}
+    page = Page.objects.filter(project=a).first()
+    Page.objects.filter(id=page.id).update(request=request)
+    client.force_login(member("viewer", is_staff=True))
+    for view in ("page", "failedpage"):
+        shown = client.get(f"/admin/crawl/{view}/{page.id}/change/")
+        html = shown.content.decode()
+        assert shown.status_code == 200 and "X-Token" in html and "POST" in html, view
+        assert not [s for s in (*SECRETS, "body-s3cret") if s in html], view
+    Seed.objects.filter(project=a).update(body=body, method="POST")
+    html = client.get(f"/admin/crawl/project/{a.id}/change/").content.decode()
+    assert "POST" in html and "body-s3cret" not in html
+
+
 def test_an_operator_steers_from_the_admin_and_the_dashboard_but_edits_nothing(teams, member, client):
     a, b = teams
     client.force_login(member("operator", is_staff=True))

@@ -9,7 +9,7 @@ from django.contrib import admin
 
 from console.access import may
 from console.models import ProjectAccess
-from console.secrets import masked_map, masked_url, unmasked_map, unmasked_url
+from console.secrets import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from crawl.models import Project, Seed
 from crawl.services.projects import seed_problem
 from scrape.models import RuleSet
@@ -67,10 +67,12 @@ class SeedInline(admin.TabularInline):
     form = SeedForm
     formset = SeedFormSet
     extra = 1
-    readonly_fields = ("masked_headers",)
+    readonly_fields = ("masked_headers", "masked_body")
 
     def get_fields(self, request, obj=None):
-        fields = [f for f in super().get_fields(request, obj) if f != "masked_headers"]
+        fields = [f for f in super().get_fields(request, obj) if f not in self.readonly_fields]
+        if not self.has_change_permission(request, obj):  # a POST body may hold a password
+            fields = ["masked_body" if f == "body" else f for f in fields]
         if may(request.user, "network") and self.has_change_permission(request, obj):
             return fields
         return ["masked_headers" if f == "headers" else f for f in fields]
@@ -78,6 +80,10 @@ class SeedInline(admin.TabularInline):
     @admin.display(description="headers")
     def masked_headers(self, seed):
         return json.dumps(masked_map(seed.headers)) if seed.pk else "-"
+
+    @admin.display(description="body")
+    def masked_body(self, seed):
+        return MASK if seed.body else "-"
 
 
 class OwnerInline(admin.TabularInline):
