@@ -13,6 +13,9 @@ from .extractors import absolute_http_url, element_text
 
 MAX_HEADINGS = 100
 MAX_JSON_LD_BYTES = 200_000
+# Nesting of one block's lists and objects: real ones have a handful; hundreds make whatever reads
+# the value later (storing it, rendering it) recurse past Python's limit.
+MAX_JSON_LD_DEPTH = 32
 # Compiled once: compiling an XPath costs more than running it on a page.
 _CANONICAL = lxml.etree.XPath("//link[translate(@rel, 'CANONICAL', 'canonical')='canonical']/@href")
 _HEADINGS = lxml.etree.XPath("//h1 | //h2 | //h3")
@@ -45,7 +48,8 @@ def opengraph(doc) -> dict:
 
 
 def json_ld(doc) -> list:
-    """Every parseable application/ld+json block (objects and lists flattened one level)."""
+    """Every parseable application/ld+json block (objects and lists flattened one level); a block
+    nested deeper than MAX_JSON_LD_DEPTH is skipped like a broken one."""
     blocks = []
     for script in _JSON_LD(doc):
         raw = (script.text or "").strip()
@@ -53,7 +57,22 @@ def json_ld(doc) -> list:
             continue
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        blocks.extend(value if isinstance(value, list) else [value])
+        if nests_within(value, MAX_JSON_LD_DEPTH):
+            blocks.extend(value if isinstance(value, list) else [value])
     return blocks
+
+
+def nests_within(value, limit: int) -> bool:
+    """Whether value nests at most `limit` lists and objects deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
