@@ -290,8 +290,8 @@ CRAWL_READ_TIMEOUT = env.float("CRAWL_READ_TIMEOUT", default=20.0)
 CRAWL_TOTAL_TIMEOUT = env.float("CRAWL_TOTAL_TIMEOUT", default=60.0)
 CRAWL_MAX_REDIRECTS = env.int("CRAWL_MAX_REDIRECTS", default=5)
 CRAWL_MAX_LINKS_PER_PAGE = env.int("CRAWL_MAX_LINKS_PER_PAGE", default=5000)
-# Sitemaps named by robots.txt kept as a project's sitemap seeds (with the ones people entered):
-# a hostile robots.txt of thousands of Sitemap: lines adds no more.
+# Sitemaps named by robots.txt kept as a project's sitemap seeds: a hostile robots.txt of thousands
+# of Sitemap: lines adds no more.
 CRAWL_MAX_ROBOTS_SITEMAPS = env.int("CRAWL_MAX_ROBOTS_SITEMAPS", default=50)
 # Seconds one match of a user's regex (scope, media and extraction patterns) may take before it
 # counts as no match (crawl/patterns.py): a catastrophic pattern on a hostile page gives up.

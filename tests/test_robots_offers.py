@@ -12,6 +12,7 @@ from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
 from crawl.urls import Scope, host_of
 from tests.servers import Site, SiteServer
+from tests.test_permissions import change_form_data
 
 pytestmark = pytest.mark.django_db
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -89,3 +90,17 @@ def test_a_robots_txt_of_many_sitemap_lines_adds_a_capped_number_of_seeds(server
     robots = "User-agent: *\n" + "".join(f"Sitemap: {own.url}/sitemap-{n}.xml\n" for n in range(500))
     project = crawl_with_robots(own, robots)
     assert len(sitemap_seeds(project)) == 5
+
+
+def test_a_project_whose_robots_txt_names_many_sitemaps_keeps_a_form_that_saves(servers, admin_client, settings):
+    own, _ = servers
+    settings.CRAWL_MAX_ROBOTS_SITEMAPS = 200
+    robots = "User-agent: *\n" + "".join(f"Sitemap: {own.url}/sitemap-{n}.xml\n" for n in range(150))
+    project = crawl_with_robots(own, robots)
+    assert len(sitemap_seeds(project)) == 150
+    form = admin_client.get(f"/admin/crawl/project/{project.id}/change/")
+    html = form.content.decode()
+    assert "150 (0 followed" in html and f"{own.url}/sitemap-149.xml" not in html
+    saved = admin_client.post(f"/admin/crawl/project/{project.id}/change/", change_form_data(form) | {"max_depth": "7"})
+    assert saved.status_code == 302, saved.status_code
+    assert Project.objects.get(id=project.id).max_depth == 7 and len(sitemap_seeds(project)) == 150

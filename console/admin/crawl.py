@@ -13,7 +13,15 @@ from django.utils.html import format_html, format_html_join
 from console import jobs
 from console.access import NETWORK_FIELDS, may, project_owner_add
 from console.admin.access import ProjectScopedAdmin
-from console.admin.project_forms import SECRETS, OwnerInline, ProjectForm, RuleSetInline, SeedInline, masked
+from console.admin.project_forms import (
+    SECRETS,
+    OwnerInline,
+    ProjectForm,
+    RuleSetInline,
+    SeedInline,
+    masked,
+    robots_sitemaps,
+)
 from console.admin.sinks import SinkInline
 from console.exports import CONTENT_TYPES, FIELDS, export_response
 from console.models import Job
@@ -33,10 +41,10 @@ class ProjectAdmin(ProjectScopedAdmin):
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [SeedInline, RuleSetInline, SinkInline, OwnerInline]
-    readonly_fields = ("frontier", *MASKED.values())
+    readonly_fields = ("frontier", "robots_sitemaps", *MASKED.values())
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "frontier")}),
-        ("Seeds", {"fields": ("bulk_seeds",)}),
+        ("Seeds", {"fields": ("bulk_seeds", "robots_sitemaps")}),
         (
             "Scope",
             {
@@ -106,6 +114,10 @@ class ProjectAdmin(ProjectScopedAdmin):
     def get_list_display(self, request):
         shown = super().get_list_display(request)
         return shown if self.has_export_permission(request) else [f for f in shown if f != "export_links"]
+
+    @admin.display(description="sitemaps named by robots.txt")
+    def robots_sitemaps(self, obj):
+        return robots_sitemaps(obj)
 
     @admin.display(description="cookies")
     def masked_cookies(self, obj):

@@ -22,6 +22,21 @@ SECRETS = {
 }
 
 
+ROBOTS_SITEMAPS_SHOWN = 10
+
+
+def robots_sitemaps(project: Project) -> str:
+    """The sitemap seeds robots.txt named, for the project form: how many, how many followed, the first few."""
+    seeds = project.seeds.filter(from_robots=True) if project.pk else Seed.objects.none()
+    count = seeds.count()
+    if not count:
+        return "none"
+    active = seeds.filter(active=True).count()
+    urls = list(seeds.order_by("id").values_list("url", flat=True)[:ROBOTS_SITEMAPS_SHOWN])
+    more = f" and {count - len(urls)} more" if count > len(urls) else ""
+    return f"{count} ({active} followed; switch them on through the API's seeds): {', '.join(urls)}{more}"
+
+
 def masked(project: Project, name: str) -> str:
     """A secret field of the project as the admin shows it read-only."""
     value = SECRETS[name][0](getattr(project, name))
@@ -68,6 +83,11 @@ class SeedInline(admin.TabularInline):
     formset = SeedFormSet
     extra = 1
     readonly_fields = ("masked_headers", "masked_body")
+
+    def get_queryset(self, request):
+        """The seeds people entered: those robots.txt named are listed apart (robots_sitemaps), or a
+        site could make the form too big to save."""
+        return super().get_queryset(request).filter(from_robots=False)
 
     def get_fields(self, request, obj=None):
         fields = [f for f in super().get_fields(request, obj) if f not in self.readonly_fields]

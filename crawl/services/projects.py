@@ -77,7 +77,7 @@ def sitemaps_offer(*, project: Project, urls: list[str]) -> list[int]:
 
     What a site says is kept only as a crawlable URL (canonical, http or https, length-capped) on
     the project's own sites, so it never widens the scope nor takes the project's secrets elsewhere;
-    and a project keeps at most CRAWL_MAX_ROBOTS_SITEMAPS sitemap seeds."""
+    and a project keeps at most CRAWL_MAX_ROBOTS_SITEMAPS of them (marked `from_robots`)."""
     fresh = [u for u in urls if (project.id, u) not in _OFFERED]
     if not fresh:
         return []
@@ -87,7 +87,8 @@ def sitemaps_offer(*, project: Project, urls: list[str]) -> list[int]:
         log.info("robots.txt named %d sitemaps; %d kept", len(fresh), len(kept), extra={"project_id": project.id})
     if not kept:
         return []
-    seeds = [Seed(project=project, url=u, kind=Seed.Kind.SITEMAP, active=project.follow_sitemaps) for u in kept]
+    active = project.follow_sitemaps
+    seeds = [Seed(project=project, url=u, kind=Seed.Kind.SITEMAP, active=active, from_robots=True) for u in kept]
     Seed.objects.bulk_create(seeds, ignore_conflicts=True)
     return seeds_enqueue(project) if project.follow_sitemaps else []
 
@@ -107,7 +108,7 @@ def _on_own_sites(project: Project, urls: list[str]) -> list[str]:
 
 
 def _sitemap_room(project: Project) -> int:
-    return max(0, settings.CRAWL_MAX_ROBOTS_SITEMAPS - project.seeds.filter(kind=Seed.Kind.SITEMAP).count())
+    return max(0, settings.CRAWL_MAX_ROBOTS_SITEMAPS - project.seeds.filter(from_robots=True).count())
 
 
 def seed_problem(url: str, *, allow_private: bool) -> str | None:
