@@ -290,6 +290,11 @@ CRAWL_READ_TIMEOUT = env.float("CRAWL_READ_TIMEOUT", default=20.0)
 CRAWL_TOTAL_TIMEOUT = env.float("CRAWL_TOTAL_TIMEOUT", default=60.0)
 CRAWL_MAX_REDIRECTS = env.int("CRAWL_MAX_REDIRECTS", default=5)
 CRAWL_MAX_LINKS_PER_PAGE = env.int("CRAWL_MAX_LINKS_PER_PAGE", default=5000)
+# What one page may make at most; the excess is counted on the page's item and logged.
+CRAWL_MAX_ITEMS_PER_PAGE = env.int("CRAWL_MAX_ITEMS_PER_PAGE", default=10_000)
+CRAWL_MAX_MEDIA_PER_PAGE = env.int("CRAWL_MAX_MEDIA_PER_PAGE", default=1000)
+CRAWL_MAX_OPENGRAPH_KEYS = env.int("CRAWL_MAX_OPENGRAPH_KEYS", default=100)
+CRAWL_MAX_JSON_LD_BLOCKS = env.int("CRAWL_MAX_JSON_LD_BLOCKS", default=50)
 # Sitemaps named by robots.txt kept as a project's sitemap seeds: a hostile robots.txt of thousands
 # of Sitemap: lines adds no more.
 CRAWL_MAX_ROBOTS_SITEMAPS = env.int("CRAWL_MAX_ROBOTS_SITEMAPS", default=50)

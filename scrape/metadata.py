@@ -41,7 +41,7 @@ def opengraph(doc) -> dict:
     """og:* and twitter:* meta properties (first value of each)."""
     found: dict[str, str] = {}
     for el in _META(doc):
-        key = (el.get("property") or el.get("name") or "").strip().lower()
+        key = (el.get("property") or el.get("name") or "").strip().lower()[:200]
         if key.startswith(("og:", "twitter:")) and el.get("content"):
             found.setdefault(key, el.get("content").strip()[:2000])
     return found

@@ -9,8 +9,10 @@ import pytest
 from crawl.models import Page, Project
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
+from media.models import MediaAsset
 from scrape.extractors import extract_html
 from scrape.metadata import MAX_JSON_LD_DEPTH
+from scrape.models import Item, RuleSet
 from scrape.services import pages_extract
 from tests.servers import Site, SiteServer
 
@@ -51,3 +53,36 @@ def test_a_page_of_deep_json_ld_and_its_batch_mates_are_extracted(admin_client):
     assert sorted(Page.objects.filter(id__in=ids).values_list("state", flat=True)) == ["done", "done"]
     for page_id in ids:
         assert admin_client.get(f"/admin/crawl/page/{page_id}/change/").status_code == 200
+
+
+def test_a_page_keeps_capped_media_opengraph_and_json_ld_and_counts_the_rest():
+    images = "".join(f'<img src="/i{n}.jpg">' for n in range(1500))
+    og = "".join(f'<meta property="og:k{n}" content="v">' for n in range(300))
+    blocks = ld(json.dumps([{"n": n} for n in range(80)]))
+    extraction = extract_html(page_with(og + blocks, images), "http://a.test/")
+    assert (len(extraction.media), len(extraction.opengraph), len(extraction.json_ld)) == (1000, 100, 50)
+    assert extraction.dropped == {"media": 500, "opengraph": 200, "json_ld": 30}
+    assert len(extract_html(page_with(og, images), "http://a.test/", caps={"media": 10}).media) == 10
+
+
+@pytest.mark.django_db
+def test_one_page_makes_a_capped_number_of_items_and_downloads_and_says_so(settings, admin_client):
+    settings.CRAWL_MAX_ITEMS_PER_PAGE, settings.CRAWL_MAX_MEDIA_PER_PAGE = 100, 40
+    rows = "".join(f'<li class="p"><b>n{n}</b><img src="/i{n}.jpg"></li>' for n in range(3000))
+    site = Site(default=(200, HTML, page_with(body=f"<ul>{rows}</ul>")))
+    with SiteServer(site) as server:
+        project = Project.objects.create(
+            name="many", slug="many", allow_private=True, obey_robots=False, download_media=True
+        )
+        RuleSet.objects.create(project=project, name="p", spec={"name": "p", "item_selector": "li.p", "fields": {
+            "name": {"css": "b"}}})  # fmt: skip
+        ids = seeds_add(project=project, urls=[f"{server.url}/list"])
+        pages_extract(page_ids=pages_fetch(page_ids=ids))
+        tried = admin_client.post("/admin/tryurl/", {"url": f"{server.url}/list", "project": project.id})
+    assert Item.objects.filter(project=project).count() == 100
+    assert MediaAsset.objects.filter(project=project).count() == 40
+    page_item = Item.objects.get(project=project, kind="page")
+    assert page_item.data["dropped"] == {"media": 2960, "items": 2901}
+    html = tried.content.decode()
+    assert "Over the per-page caps" in html and "Items (100, the first 50 shown)" in html
+    assert len(html) < 3_000_000

@@ -57,7 +57,19 @@ class ItemAdmin(ProjectScopedAdmin):
 
 
 def _pretty(value) -> str:
-    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+    return format_html(
+        "<pre>{}</pre>", cut_short(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+    )
+
+
+MAX_SHOWN_CHARS = 200_000  # of one JSON value shown whole (an item's data, the Try a URL report)
+
+
+def cut_short(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """A value as a console page shows it: a hostile page's megabytes would stall the browser."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n... {len(text) - limit} more characters (the whole value is in the API and exports)"
 
 
 @admin.register(RuleSet)
@@ -71,6 +83,8 @@ class RuleSetAdmin(ProjectScopedAdmin):
 
 SELECTOR_KINDS = [("css", "CSS"), ("xpath", "XPath")]
 MAX_VALUE_CHARS = 1000  # of one field's value in an item table
+MAX_ITEM_FIELDS = 200  # fields of one item shown in a table
+MAX_SHOWN_ITEMS = 50  # item tables on the Try a URL page (all are counted)
 
 
 class TryForm(forms.Form):
@@ -131,9 +145,11 @@ def _report_context(report: dict) -> dict:
         "headers": sorted(report["headers"].items()),
         "fetched": "page" in report,
         "fields": item_rows(report["fields"]) if "fields" in report else [],
-        "items": [item_table(**item) for item in report.get("items", [])],
+        "items": [item_table(**item) for item in report.get("items", [])[:MAX_SHOWN_ITEMS]],
+        "items_count": len(report.get("items", [])),
+        "dropped": sorted(report.get("dropped", {}).items()),
         "link_groups": fate_groups(report.get("link_fates", [])),
-        "pretty": json.dumps(report, indent=2, ensure_ascii=False, default=str),
+        "pretty": cut_short(json.dumps(report, indent=2, ensure_ascii=False, default=str)),
     }
 
 
@@ -144,9 +160,11 @@ def item_table(*, kind: str, position: int, data, errors=(), url: str = "") -> d
 
 def item_rows(data) -> list[tuple[str, str, bool]]:
     """(field name, value, is JSON) rows: strings as they are, anything else as compact JSON, both cut short."""
-    pairs = data.items() if isinstance(data, dict) else [("value", data)]
+    pairs = list(data.items()) if isinstance(data, dict) else [("value", data)]
     rows = []
-    for name, value in pairs:
+    if len(pairs) > MAX_ITEM_FIELDS:
+        rows.append(("(fields)", f"the first {MAX_ITEM_FIELDS} of {len(pairs)} are shown", False))
+    for name, value in pairs[:MAX_ITEM_FIELDS]:
         is_json = not isinstance(value, str)
         text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str) if is_json else value
         rows.append((str(name), Truncator(text).chars(MAX_VALUE_CHARS), is_json))
