@@ -104,3 +104,12 @@ def test_a_project_whose_robots_txt_names_many_sitemaps_keeps_a_form_that_saves(
     saved = admin_client.post(f"/admin/crawl/project/{project.id}/change/", change_form_data(form) | {"max_depth": "7"})
     assert saved.status_code == 302, saved.status_code
     assert Project.objects.get(id=project.id).max_depth == 7 and len(sitemap_seeds(project)) == 150
+
+
+def test_a_javascript_url_in_robots_txt_never_becomes_a_page(servers):
+    own, _ = servers
+    robots = "User-agent: *\nSitemap: javascript:alert(document.domain)\nSitemap: JAVASCRIPT:alert(1)\n"
+    project = crawl_with_robots(own, robots, follow_sitemaps=True)
+    urls = list(Page.objects.filter(project=project).values_list("url", flat=True))
+    assert urls and not [u for u in urls if not u.startswith("http")], urls
+    assert sitemap_seeds(project) == []
