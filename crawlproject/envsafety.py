@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+MIN_TOKEN_LENGTH = 16  # a bearer token that guards every project's numbers: guessable when short
 MIN_SECRET_KEY_LENGTH = 32
 # Words of the values people leave in place (lower case, "-", "_", "." and spaces dropped): .env.example's
 # change-me-..., "example", "insecure-..." as Django's startproject writes it.
@@ -70,9 +71,17 @@ def placeholder_problems(environ: Mapping[str, str]) -> list[str]:
     found.append(("the password in DATABASE_URL", _placeholder(_url_password(environ.get("DATABASE_URL", "")))))
     for name in ("AWS_SECRET_ACCESS_KEY", "CRAWLHUB_METRICS_TOKEN"):
         found.append((name, _placeholder(environ.get(name, ""))))
-    for pair in environ.get("FLOWER_BASIC_AUTH", "").split(","):
-        found.append(("a password in FLOWER_BASIC_AUTH", _placeholder(pair.partition(":")[2])))
+    token = environ.get("CRAWLHUB_METRICS_TOKEN", "")
+    short = f"is shorter than {MIN_TOKEN_LENGTH} characters" if 0 < len(token) < MIN_TOKEN_LENGTH else None
+    found.append(("CRAWLHUB_METRICS_TOKEN", short))
+    for pair in filter(None, environ.get("FLOWER_BASIC_AUTH", "").split(",")):
+        password = pair.partition(":")[2]
+        found.append(("a password in FLOWER_BASIC_AUTH", _placeholder(password) or _empty(password)))
     return [f"{subject} {why}" for subject, why in found if why]
+
+
+def _empty(password: str) -> str | None:
+    return "is empty" if not password else None
 
 
 def _secret_key_problems(key: str) -> list[tuple[str, str | None]]:

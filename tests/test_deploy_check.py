@@ -92,6 +92,9 @@ def manage_check(tmp_path, **extra: str) -> subprocess.CompletedProcess:
         ("FLOWER_BASIC_AUTH", "admin:change-me-flower-password"),
         ("CRAWLHUB_METRICS_TOKEN", "CHANGEME"),
         ("CRAWLHUB_METRICS_TOKEN", "token-for-example-com"),
+        ("CRAWLHUB_METRICS_TOKEN", "Qz"),
+        ("FLOWER_BASIC_AUTH", "admin:"),
+        ("FLOWER_BASIC_AUTH", "ops:Vq8rT2pLx9sWm4cZ,admin"),
     ],
 )
 def test_it_refuses_to_start_with_debug_off_on_a_placeholder_secret(tmp_path, name, value):
