@@ -302,6 +302,17 @@ def test_a_viewer_reads_a_pages_request_with_its_headers_cookies_and_body_masked
     assert "POST" in html and "body-s3cret" not in html
 
 
+def test_the_overviews_warnings_count_only_the_work_of_the_users_projects(teams, member, client):
+    _, b = teams
+    urls = [f"http://b.test/q{n}" for n in range(7)]
+    Page.objects.bulk_create([Page(project=b, url=u, url_key=url_key(u), host="b.test", state="queued") for u in urls])
+    client.force_login(member("viewer", is_staff=True))
+    warnings = " ".join(client.get("/admin/dashboard/overview/").json()["warnings"])
+    assert "7 rows" not in warnings and "fetch stage" not in warnings, warnings
+    client.force_login(member("viewer", team="team-b", is_staff=True))
+    assert "7 rows owe the fetch stage" in " ".join(client.get("/admin/dashboard/overview/").json()["warnings"])
+
+
 def test_an_operator_steers_from_the_admin_and_the_dashboard_but_edits_nothing(teams, member, client):
     a, b = teams
     client.force_login(member("operator", is_staff=True))
