@@ -9,7 +9,7 @@ from pathlib import Path
 
 import environ
 
-from crawlproject.envsafety import kept_secret_key, refuse_placeholder_secrets
+from crawlproject.envsafety import kept_secret_key, private_file, refuse_placeholder_secrets
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -104,6 +104,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        private_file(Path(DATABASES["default"]["NAME"]))
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True

@@ -132,6 +132,16 @@ def test_it_runs_on_placeholders_with_debug_on_and_on_real_secrets_with_debug_of
     assert done.returncode == 0, done.stderr
 
 
+def test_the_embedded_sqlite_database_is_readable_by_its_user_only(tmp_path):
+    done = manage_check(tmp_path)
+    assert done.returncode == 0, done.stderr
+    database = tmp_path / "db.sqlite3"
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+    database.chmod(0o644)  # made by an earlier version
+    assert manage_check(tmp_path).returncode == 0
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+
+
 def test_it_generates_a_private_secret_key_once_when_none_is_set(tmp_path):
     for _ in range(2):
         done = manage_check(tmp_path)  # the embedded default: no .env, no DJANGO_SECRET_KEY, DEBUG off
