@@ -11,6 +11,7 @@ from django.conf import settings
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.sitemaps import parse_listing
+from crawl.urls import host_of
 from media.downloading import project_media_rules
 
 from .extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
@@ -146,11 +147,15 @@ def _redirect(page: Page) -> PageResult:
 
 def _redirected(page: Page) -> dict:
     """A request follows its redirect with its route, meta, headers and cookies; its method and body
-    only on 307 and 308 (any other redirect turns it into a GET, as browsers do)."""
+    only on 307 and 308 (any other redirect turns it into a GET, as browsers do); its headers and
+    cookies (a seed's API key) only to the same host."""
     request = dict(page.request or {})
     if page.status_code not in (307, 308):
         request.pop("method", None)
         request.pop("body", None)
+    if host_of(page.final_url) != host_of(page.url):
+        request.pop("headers", None)
+        request.pop("cookies", None)
     return request
 
 

@@ -15,6 +15,7 @@ from crawl.netguard import allow_networks
 from crawl.services.credentials import secrets_go_to
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
+from scrape.services import pages_extract
 from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +125,19 @@ def test_a_seed_off_the_allowed_domains_is_fetched_without_the_secrets(servers):
 )
 def test_secrets_go_to_the_domains_they_are_bound_to_and_their_subdomains(url, domains, goes):
     assert secrets_go_to(url, domains) is goes
+
+
+def test_a_seeds_own_headers_do_not_follow_a_redirect_to_another_host(servers):
+    """Both hosts are in scope: the redirect is followed, the seed's key stays with its own host."""
+    own, witness = servers
+    own.site.files["/moved"] = (302, {"Location": f"{witness.url}/landing"}, b"")
+    project = Project.objects.create(name="hops", slug="hops", allowed_domains="127.0.0.3\n127.0.0.2")
+    Seed.objects.create(project=project, url=f"{own.url}/moved", headers={"X-Api-Key": "seed-s3cret"})
+    seeds_add(project=project, urls=[])
+    for _ in range(3):
+        fetch_queued(project)
+        fetched = Page.objects.filter(project=project, state="fetched").values_list("id", flat=True)
+        pages_extract(page_ids=list(fetched))
+    assert witness.paths() == ["/robots.txt", "/landing"]
+    assert not [r for r in witness.requests if "seed-s3cret" in str(r.headers)]
+    assert [r.headers.get("X-Api-Key") for r in own.requests if r.path == "/moved"] == ["seed-s3cret"]
