@@ -41,6 +41,10 @@ SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=3600 if BEHI
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=BEHIND_HTTPS_PROXY)
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=BEHIND_HTTPS_PROXY)
 X_FRAME_OPTIONS = "DENY"
+# Failed logins allowed per user name within the window; then its logins wait (console/login_throttle.py).
+AUTHENTICATION_BACKENDS = ["console.login_throttle.ThrottledModelBackend"]
+CRAWLHUB_LOGIN_ATTEMPTS = env.int("CRAWLHUB_LOGIN_ATTEMPTS", default=10)
+CRAWLHUB_LOGIN_WINDOW_SECONDS = env.int("CRAWLHUB_LOGIN_WINDOW_SECONDS", default=900)
 # /metrics (console/metrics.py): scrapers send `Authorization: Bearer <token>`; empty: staff sessions only.
 CRAWLHUB_METRICS_TOKEN = env.str("CRAWLHUB_METRICS_TOKEN", default="")
 
