@@ -27,7 +27,7 @@ def two_teams(django_user_model):
         Project.objects.create(name="mine", slug="mine"),
         Project.objects.create(name="theirs", slug="theirs"),
     )
-    team, other = Group.objects.create(name="team"), Group.objects.create(name="other")
+    team, other = Group.objects.create(name="team"), Group.objects.create(name="rival-team")
     ProjectAccess.objects.create(project=mine, group=team)
     ProjectAccess.objects.create(project=theirs, group=other)
     user = django_user_model.objects.create_user("operator", password=PASSWORD, is_staff=True)
@@ -103,3 +103,11 @@ def test_an_export_is_named_by_the_slug_whatever_the_projects_name(two_teams):
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'attachment; filename="mine-pages.csv"'
     assert "X-Evil" not in response
+
+
+def test_the_owners_list_names_no_other_team(two_teams, django_user_model):
+    _, _, theirs = two_teams
+    ProjectAccess.objects.create(project=theirs, user=django_user_model.objects.create_user("stranger-name"))
+    html = logged_in().get("/admin/console/projectaccess/").content.decode()
+    assert "team" in html and "mine" in html
+    assert "rival-team" not in html and "stranger-name" not in html and "theirs" not in html
