@@ -149,6 +149,11 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
+    # The browsable API shows at most 200,000 characters of a response (console/api/renderers.py).
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "console.api.renderers.CappedBrowsableAPIRenderer",
+    ],
     "DEFAULT_PAGINATION_CLASS": "console.api.pagination.IdCursorPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

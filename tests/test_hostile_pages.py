@@ -86,3 +86,17 @@ def test_one_page_makes_a_capped_number_of_items_and_downloads_and_says_so(setti
     html = tried.content.decode()
     assert "Over the per-page caps" in html and "Items (100, the first 50 shown)" in html
     assert len(html) < 3_000_000
+
+
+@pytest.mark.django_db
+def test_the_browsable_api_and_the_item_detail_cut_a_huge_value_short(admin_client):
+    project = Project.objects.create(name="huge", slug="huge")
+    page = Page.objects.create(project=project, url="http://a.test/", url_key="h" * 64, host="a.test")
+    item = Item.objects.create(project=project, page=page, kind="page", data={"text": "x" * 3_000_000})
+    browsable = admin_client.get("/api/items/", headers={"Accept": "text/html"})
+    assert browsable.status_code == 200 and len(browsable.content) < 1_000_000
+    assert "more characters: add ?format=json" in browsable.content.decode()
+    whole = admin_client.get("/api/items/?format=json")
+    assert whole.json()["results"][0]["data"]["text"] == "x" * 3_000_000
+    detail = admin_client.get(f"/admin/scrape/item/{item.id}/change/")
+    assert detail.status_code == 200 and len(detail.content) < 1_000_000
