@@ -12,7 +12,8 @@ from .extractors import _clean as clean
 from .extractors import absolute_http_url, element_text
 
 MAX_HEADINGS = 100
-MAX_JSON_LD_BYTES = 200_000
+MAX_JSON_LD_BYTES = 200_000  # of one block
+MAX_JSON_LD_PAGE_BYTES = 500_000  # of all the blocks of one page kept
 # Nesting of one block's lists and objects: real ones have a handful; hundreds make whatever reads
 # the value later (storing it, rendering it) recurse past Python's limit.
 MAX_JSON_LD_DEPTH = 32
@@ -49,11 +50,12 @@ def opengraph(doc) -> dict:
 
 def json_ld(doc) -> list:
     """Every parseable application/ld+json block (objects and lists flattened one level); a block
-    nested deeper than MAX_JSON_LD_DEPTH is skipped like a broken one."""
-    blocks = []
+    nested deeper than MAX_JSON_LD_DEPTH is skipped like a broken one, and so are blocks past the
+    page's MAX_JSON_LD_PAGE_BYTES."""
+    blocks, budget = [], MAX_JSON_LD_PAGE_BYTES
     for script in _JSON_LD(doc):
         raw = (script.text or "").strip()
-        if not raw or len(raw) > MAX_JSON_LD_BYTES:
+        if not raw or len(raw) > min(MAX_JSON_LD_BYTES, budget):
             continue
         try:
             value = json.loads(raw)
@@ -61,6 +63,7 @@ def json_ld(doc) -> list:
             continue
         if nests_within(value, MAX_JSON_LD_DEPTH):
             blocks.extend(value if isinstance(value, list) else [value])
+            budget -= len(raw)
     return blocks
 
 

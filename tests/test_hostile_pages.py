@@ -37,6 +37,12 @@ def test_a_json_ld_block_nested_too_deeply_is_skipped(depth):
     assert extraction.json_ld == [{"@type": "Thing"}]
 
 
+def test_a_page_keeps_at_most_half_a_megabyte_of_json_ld():
+    block = ld(json.dumps({"text": "x" * 150_000}))
+    extraction = extract_html(page_with(block * 10), "http://a.test/")
+    assert len(extraction.json_ld) == 3
+
+
 def test_a_json_ld_block_at_the_nesting_limit_is_kept():
     extraction = extract_html(page_with(ld(nested(MAX_JSON_LD_DEPTH))), "http://a.test/")
     assert len(extraction.json_ld) == 1 and json.dumps(extraction.json_ld).count("{") == MAX_JSON_LD_DEPTH
