@@ -16,7 +16,7 @@ from crawl.services.credentials import secrets_go_to
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
 from scrape.services import pages_extract
-from tests.servers import Site, SiteServer
+from tests.servers import ForwardProxy, Site, SiteServer
 
 pytestmark = pytest.mark.django_db
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -101,6 +101,29 @@ def test_an_operator_may_not_point_a_project_holding_secrets_at_another_host(ser
     assert not Seed.objects.filter(url__startswith=witness.url).exists()
     inside = operator.post("/api/seeds/", {"project": "secret", "url": f"{own.url}/more"}, format="json")
     assert inside.status_code == 201, inside.content
+
+
+def test_an_operator_may_not_send_another_hosts_requests_through_the_projects_proxy(servers, client, django_user_model):
+    own, witness = servers
+    proxy = ForwardProxy(username="crawler", password="proxy-s3cret")
+    try:
+        project = Project.objects.create(
+            name="proxied", slug="proxied", proxy=proxy.url(credentials="crawler:proxy-s3cret")
+        )
+        ProjectAccess.objects.create(project=project, group=Group.objects.get_or_create(name="team")[0])
+        Seed.objects.create(project=project, url=f"{own.url}/")
+        client.force_login(user_with(django_user_model, "operator"))
+        refused = client.post("/admin/tryurl/", {"url": f"{witness.url}/collect", "project": project.id})
+        assert refused.status_code == 403 and "change_network_settings" in refused.content.decode()
+        assert (
+            api(django_user_model.objects.get(username="operator"))
+            .post("/api/seeds/", {"project": "proxied", "url": f"{witness.url}/collect"}, format="json")
+            .status_code
+            == 403
+        )
+    finally:
+        proxy.close()
+    assert proxy.accepted == 0 and witness.requests == []
 
 
 def test_a_seed_off_the_allowed_domains_is_fetched_without_the_secrets(servers):
