@@ -216,6 +216,22 @@ def test_network_settings_need_their_own_permission_even_on_an_own_project(teams
     assert getattr(Project.objects.get(slug="a"), field) == value
 
 
+def test_the_allowed_domains_of_a_project_holding_secrets_are_a_network_setting(teams, member, client):
+    """Its cookies and headers go to its allowed domains: widening them would send the secrets on."""
+    a, _ = teams
+    editor = member(None, is_staff=True)
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_project", "change_project"]))
+    refused = api(editor).patch("/api/projects/a/", {"allowed_domains": "evil.test"}, format="json")
+    assert refused.status_code == 403 and "allowed_domains" in refused.json()["detail"]
+    plain = Project.objects.create(name="plain", slug="plain")
+    ProjectAccess.objects.create(project=plain, group=Group.objects.get(name="team-a"))
+    assert api(editor).patch("/api/projects/plain/", {"allowed_domains": "b.test"}, format="json").status_code == 200
+    client.force_login(editor)
+    assert 'name="allowed_domains"' not in client.get(f"/admin/crawl/project/{a.id}/change/").content.decode()
+    assert 'name="allowed_domains"' in client.get(f"/admin/crawl/project/{plain.id}/change/").content.decode()
+    assert Project.objects.get(id=a.id).allowed_domains == ""
+
+
 def test_a_redis_or_python_sink_needs_the_network_permission(teams, member):
     editor = member(None)
     editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_sink", "add_sink"]))

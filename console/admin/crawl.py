@@ -11,7 +11,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from console import jobs
-from console.access import NETWORK_FIELDS, may, project_owner_add
+from console.access import NETWORK_FIELDS, may, network_scope_fields, project_owner_add
 from console.admin.access import ProjectScopedAdmin
 from console.admin.project_forms import (
     SECRETS,
@@ -109,7 +109,9 @@ class ProjectAdmin(ProjectScopedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         readonly = super().get_readonly_fields(request, obj)
-        return readonly if may(request.user, "network") else (*readonly, *NETWORK_FIELDS)
+        if may(request.user, "network"):
+            return readonly
+        return (*readonly, *NETWORK_FIELDS, *network_scope_fields(obj))
 
     def get_list_display(self, request):
         shown = super().get_list_display(request)
