@@ -386,6 +386,27 @@ def test_without_the_network_permission_the_admin_shows_network_settings_read_on
     assert (stored.max_depth, stored.allow_private, stored.proxy) == (3, False, a.proxy)
 
 
+def test_without_the_network_permission_the_admin_adds_no_seed_off_a_secret_holding_projects_sites(
+    teams, member, client
+):
+    a, _ = teams
+    editor = member(None, is_staff=True)
+    codenames = ["view_project", "change_project", "view_seed", "add_seed", "change_seed"]
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client.force_login(editor)
+    page = f"/admin/crawl/project/{a.id}/change/"
+    data = change_form_data(client.get(page))
+    pasted = client.post(page, data | {"bulk_seeds": "http://evil.test/collect"})
+    assert pasted.status_code == 200 and "change_network_settings" in pasted.content.decode()
+    inline = client.post(page, data | {"seeds-0-url": "http://evil.test/collect"})
+    assert inline.status_code == 200 and "change_network_settings" in inline.content.decode()
+    assert client.post(page, data | {"bulk_seeds": "http://a.test/more"}).status_code == 302
+    assert sorted(Seed.objects.filter(project=a).values_list("url", flat=True)) == [
+        "http://a.test/",
+        "http://a.test/more",
+    ]
+
+
 def test_a_project_made_in_the_admin_belongs_to_its_creator(member, client, db):
     creator = member("admin", is_staff=True)
     client.force_login(creator)

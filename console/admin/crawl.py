@@ -107,6 +107,10 @@ class ProjectAdmin(ProjectScopedAdmin):
             return fieldsets
         return [(name, {**opts, "fields": [MASKED.get(f, f) for f in opts["fields"]]}) for name, opts in fieldsets]
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (form,), {"user": request.user})  # pasted seeds are checked for this user
+
     def get_readonly_fields(self, request, obj=None):
         readonly = super().get_readonly_fields(request, obj)
         if may(request.user, "network"):
