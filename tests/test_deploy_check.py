@@ -142,6 +142,20 @@ def test_the_embedded_sqlite_database_is_readable_by_its_user_only(tmp_path):
     assert stat.S_IMODE(database.stat().st_mode) == 0o600
 
 
+def test_without_settings_debug_is_off_and_only_local_host_names_are_served(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from django.conf import settings as s; "
+         "print(s.DEBUG, sorted(s.ALLOWED_HOSTS))"],
+        cwd=BASE_DIR,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+        | {"DJANGO_SETTINGS_MODULE": "crawlproject.settings", "CRAWLHUB_VAR_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.stdout.split("\n")[-2] == "False ['127.0.0.1', '[::1]', 'localhost']", done.stderr
+
+
 def test_it_generates_a_private_secret_key_once_when_none_is_set(tmp_path):
     for _ in range(2):
         done = manage_check(tmp_path)  # the embedded default: no .env, no DJANGO_SECRET_KEY, DEBUG off

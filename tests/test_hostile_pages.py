@@ -61,6 +61,18 @@ def test_a_page_of_deep_json_ld_and_its_batch_mates_are_extracted(admin_client):
         assert admin_client.get(f"/admin/crawl/page/{page_id}/change/").status_code == 200
 
 
+def test_a_page_keeps_capped_title_description_headings_and_text():
+    long = "w " * 100_000
+    head = f'<meta name="description" content="{long}">'
+    body = "".join(f"<h2>{'h ' * 500}</h2>" for _ in range(150)) + f"<p>{long * 2}</p>"
+    extraction = extract_html(
+        f"<html><head><title>{long}</title>{head}</head><body>{body}</body></html>".encode(), "http://a.test/"
+    )
+    assert len(extraction.title) <= 1000 and len(extraction.description) <= 2000
+    assert len(extraction.headings) == 100 and max(len(h["text"]) for h in extraction.headings) <= 300
+    assert len(extraction.text) <= 100_000
+
+
 def test_a_page_keeps_capped_media_opengraph_and_json_ld_and_counts_the_rest():
     images = "".join(f'<img src="/i{n}.jpg">' for n in range(1500))
     og = "".join(f'<meta property="og:k{n}" content="v">' for n in range(300))
