@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 
 from console.models import ProjectAccess
 from crawl.models import Project
+from crawl.services.credentials import holds_secrets
 
 ALL_PROJECTS = "console.view_all_projects"
 NETWORK = "console.change_network_settings"
@@ -76,9 +77,15 @@ def project_owner_add(*, project: Project, user) -> None:
 
 
 def network_changes(project: Project | None, data: dict) -> list[str]:
-    """The network settings `data` would change on `project` (on a new project: from the defaults)."""
+    """The network settings `data` would change on `project` (on a new project: from the defaults).
+    On a project that holds secrets, its allowed domains are one: its cookies and headers go there."""
     current = project if project is not None else Project()
-    return [name for name in NETWORK_FIELDS if name in data and data[name] != getattr(current, name)]
+    names = (*NETWORK_FIELDS, *network_scope_fields(project))
+    return [name for name in names if name in data and data[name] != getattr(current, name)]
+
+
+def network_scope_fields(project: Project | None) -> tuple[str, ...]:
+    return ("allowed_domains",) if project is not None and holds_secrets(project) else ()
 
 
 def network_refusal(names: list[str]) -> str:

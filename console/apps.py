@@ -11,7 +11,11 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Console"
 
     def ready(self) -> None:
+        from django.contrib.auth.signals import user_login_failed
+
         from console import signals  # noqa: F401 - jobs follow their tasks, workers report their queues
+        from console.login_throttle import login_failed
         from console.roles import roles_install
 
+        user_login_failed.connect(login_failed, dispatch_uid="console.login_failed")
         post_migrate.connect(roles_install, sender=self, dispatch_uid="console.roles_install")

@@ -114,6 +114,7 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
     warnings. Without `steers` no row offers a button."""
     now = now or timezone.now()
     last_failed = Page.objects.filter(project=OuterRef("pk"), state=Page.State.FAILED).order_by("-updated_at")
+    seen = projects  # the warnings count the work of these only: another team's backlog is its own
     projects = (
         (Project.objects.all() if projects is None else projects)
         .order_by("name")
@@ -144,13 +145,13 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
                 "actions": _actions(current.get(p.job_id)) if steers else [],
             }
         )
-    workers, backlog = workers_alive(), stage_backlog()
+    workers, backlog = workers_alive(), stage_backlog(projects=seen)
     return {
         "generated_at": now.isoformat(),
         "projects": rows,
         "workers": workers_snapshot(),
         "warnings": stage_warnings(backlog, workers=workers)
-        + stage_warnings(_render_backlog(), rendered=True, workers=workers)
+        + stage_warnings(_render_backlog(seen), rendered=True, workers=workers)
         + scheduler_warnings(sum(backlog.values())),
     }
 
@@ -165,9 +166,9 @@ def _last_jobs():
     return Job.objects.filter(id=Subquery(newest.values("id")[:1]))
 
 
-def _render_backlog() -> dict[str, int]:
-    queued = Page.objects.filter(state=Page.State.QUEUED, project__render_js=True).count()
-    return {"fetch": queued}
+def _render_backlog(projects=None) -> dict[str, int]:
+    queued = Page.objects.filter(state=Page.State.QUEUED, project__render_js=True)
+    return {"fetch": (queued if projects is None else queued.filter(project__in=projects)).count()}
 
 
 def _job_json(job: Job | None) -> dict | None:

@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import re
 import tarfile
 import time
 from collections.abc import Iterable, Iterator
@@ -52,6 +53,9 @@ CONTENT_TYPES = {"jsonl": "application/x-ndjson; charset=utf-8", "csv": "text/cs
 STREAM_BATCH_ROWS = 500
 # Text a spreadsheet would run as a formula (CSV injection): such cells get a leading ' (OWASP's advice).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A spreadsheet set to split on ";" (or "|", or a tab) reads "x;=cmd" as two cells, the second a
+# formula: such a formula start after a separator gets its ' too.
+_FORMULA_AFTER_SEPARATOR = re.compile(r"(?<=[;,|\t])(?=[=+\-@])")
 
 
 def export_rows(project: Project, what: str) -> Iterator[dict]:
@@ -113,12 +117,14 @@ def write_csv(rows, out, fields: list[str]) -> int:
 
 
 def csv_cell(value):
-    """One value as a CSV cell: lists and dicts as JSON; text starting like a formula behind a '."""
+    """One value as a CSV cell: lists and dicts as JSON; text starting like a formula, at its start
+    or after a separator, behind a '."""
     if isinstance(value, (dict, list)):
-        return json.dumps(value, default=str)
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
+        value = json.dumps(value, default=str)
+    elif not isinstance(value, str):
+        return value
+    value = _FORMULA_AFTER_SEPARATOR.sub("'", value)
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
 TAR_MODES = {"tar": "w", "tar.gz": "w:gz", "tar.bz2": "w:bz2"}

@@ -1,8 +1,9 @@
 """Prometheus metrics at GET /metrics, read from the database at scrape time: the rows are the truth,
 so every worker process on every machine is counted without a metrics server of its own.
 
-Never public: a scraper sends `Authorization: Bearer <CRAWLHUB_METRICS_TOKEN>`, a person needs a
-staff session. Host labels are bounded: the TOP_HOSTS busiest hosts of each project, the rest
+Never public: a scraper sends `Authorization: Bearer <CRAWLHUB_METRICS_TOKEN>` and reads every
+project and the queues; a person needs a staff session and reads only the projects they see (the
+queues too when they see every project). Host labels are bounded: the TOP_HOSTS busiest hosts of each project, the rest
 summed under host="_other".
 """
 
@@ -20,6 +21,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 
+from console.access import projects_for, sees_all
 from console.selectors import broker_queue_lengths, stage_backlog
 from crawl.models import Page, Project
 from media.models import MediaAsset
@@ -32,26 +34,49 @@ BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
 class CrawlCollector:
-    """A custom collector: each scrape runs a few grouped queries and yields the families."""
+    """A custom collector: each scrape runs a few grouped queries and yields the families. `projects`
+    narrows them to those projects (and leaves the operator-wide queues out)."""
+
+    def __init__(self, projects: QuerySet | None = None):
+        self.projects = projects
 
     def collect(self):
-        slugs = dict(Project.objects.values_list("id", "slug"))
+        slugs = Slugs((self.projects if self.projects is not None else Project.objects).values_list("id", "slug"))
+        slugs.scoped = self.projects is not None
         yield from page_metrics(slugs)
         yield from host_metrics(slugs)
         yield from asset_metrics(slugs)
         yield from latency_metrics(slugs)
-        yield from queue_metrics()
+        if not slugs.scoped:
+            yield from queue_metrics()
 
 
-def page_metrics(slugs: dict[int, str]):
+class Slugs(dict):
+    """Project id -> slug of the projects reported; `of` narrows a query of their rows to them."""
+
+    scoped = False
+
+    def of(self, rows: QuerySet) -> QuerySet:
+        return rows.filter(project_id__in=list(self)) if self.scoped else rows
+
+
+def page_metrics(slugs: Slugs):
     by_state = GaugeMetricFamily("crawlhub_pages", "Pages (URLs) by project and state.", labels=["project", "state"])
-    for project_id, state, n in Page.objects.values_list("project_id", "state").annotate(n=Count("id")).order_by():
+    for project_id, state, n in (
+        slugs.of(Page.objects).values_list("project_id", "state").annotate(n=Count("id")).order_by()
+    ):
         by_state.add_metric([slugs.get(project_id, str(project_id)), state], n)
     fetched = GaugeMetricFamily("crawlhub_pages_fetched", "Pages with a fetch answer.", labels=["project"])
     fetches = CounterMetricFamily("crawlhub_fetches", "Fetches done (recrawls and retries count).", labels=["project"])
     size = GaugeMetricFamily("crawlhub_pages_fetched_bytes", "Bytes of the stored page bodies.", labels=["project"])
-    totals = Page.objects.values("project_id").annotate(
-        fetched=Count("id", filter=Q(fetched_at__isnull=False)), fetches=Sum("fetch_count"), size=Sum("content_length")
+    totals = (
+        slugs.of(Page.objects)
+        .values("project_id")
+        .annotate(
+            fetched=Count("id", filter=Q(fetched_at__isnull=False)),
+            fetches=Sum("fetch_count"),
+            size=Sum("content_length"),
+        )
     )
     for row in totals.order_by():
         project = [slugs.get(row["project_id"], str(row["project_id"]))]
@@ -59,19 +84,20 @@ def page_metrics(slugs: dict[int, str]):
         fetches.add_metric(project, row["fetches"] or 0)
         size.add_metric(project, row["size"] or 0)
     failed = GaugeMetricFamily("crawlhub_pages_failed", "Failed pages by error code.", labels=["project", "error_code"])
-    failures = Page.objects.filter(state=Page.State.FAILED).values_list("project_id", "error_code")
+    failures = slugs.of(Page.objects).filter(state=Page.State.FAILED).values_list("project_id", "error_code")
     for project_id, code, n in failures.annotate(n=Count("id")).order_by():
         failed.add_metric([slugs.get(project_id, str(project_id)), code], n)
     return [by_state, fetched, fetches, size, failed]
 
 
-def host_metrics(slugs: dict[int, str]):
+def host_metrics(slugs: Slugs):
     """Fetched and failed pages of each project's TOP_HOSTS busiest hosts, the rest as _other."""
     labels = ["project", "host"]
     fetched = GaugeMetricFamily("crawlhub_host_pages_fetched", "Pages with a fetch answer, by host.", labels=labels)
     failed = GaugeMetricFamily("crawlhub_host_pages_failed", "Failed pages, by host.", labels=labels)
     rows = (
-        Page.objects.values_list("project_id", "host")
+        slugs.of(Page.objects)
+        .values_list("project_id", "host")
         .annotate(
             fetched=Count("id", filter=Q(fetched_at__isnull=False)),
             failed=Count("id", filter=Q(state=Page.State.FAILED)),
@@ -93,9 +119,14 @@ def host_metrics(slugs: dict[int, str]):
     return [fetched, failed]
 
 
-def asset_metrics(slugs: dict[int, str]):
+def asset_metrics(slugs: Slugs):
     by_state = GaugeMetricFamily("crawlhub_assets", "Media assets by project and state.", labels=["project", "state"])
-    rows = MediaAsset.objects.values_list("project_id", "state").annotate(n=Count("id"), size=Sum("size")).order_by()
+    rows = (
+        slugs.of(MediaAsset.objects)
+        .values_list("project_id", "state")
+        .annotate(n=Count("id"), size=Sum("size"))
+        .order_by()
+    )
     size = defaultdict(int)
     for project_id, state, n, state_size in rows:
         by_state.add_metric([slugs.get(project_id, str(project_id)), state], n)
@@ -107,7 +138,7 @@ def asset_metrics(slugs: dict[int, str]):
     return [by_state, stored]
 
 
-def latency_metrics(slugs: dict[int, str]):
+def latency_metrics(slugs: Slugs):
     since = timezone.now() - WINDOW
     delay = ExpressionWrapper(F("updated_at") - F("fetched_at"), output_field=DurationField())
     download = ExpressionWrapper(F("downloaded_at") - F("created_at"), output_field=DurationField())
@@ -140,10 +171,12 @@ def latency_metrics(slugs: dict[int, str]):
     ]
 
 
-def histogram(name: str, doc: str, rows: QuerySet, value, bounds: list, slugs: dict[int, str]):
+def histogram(name: str, doc: str, rows: QuerySet, value, bounds: list, slugs: Slugs):
     """A gauge histogram per project: bucket counts of `value` (milliseconds or a duration) over rows."""
     buckets = {f"le{i}": Count("id", filter=Q(value__lte=bound)) for i, bound in enumerate(bounds)}
-    grouped = rows.annotate(value=value).values("project_id").annotate(n=Count("id"), total=Sum("value"), **buckets)
+    grouped = (
+        slugs.of(rows).annotate(value=value).values("project_id").annotate(n=Count("id"), total=Sum("value"), **buckets)
+    )
     family = GaugeHistogramMetricFamily(name, doc, labels=["project"])
     for row in grouped.order_by():
         counts = [(str(b), row[f"le{i}"]) for i, b in enumerate(BUCKETS)] + [("+Inf", row["n"])]
@@ -164,11 +197,15 @@ def queue_metrics():
     return [backlog, queued]
 
 
-def access_denied(request: HttpRequest) -> HttpResponse | None:
-    """None when the request may read the metrics: the bearer token, or a staff session."""
+def _by_token(request: HttpRequest) -> bool:
     token = settings.CRAWLHUB_METRICS_TOKEN
     offered = request.headers.get("Authorization", "")
-    if token and hmac.compare_digest(offered.encode(), f"Bearer {token}".encode()):
+    return bool(token) and hmac.compare_digest(offered.encode(), f"Bearer {token}".encode())
+
+
+def access_denied(request: HttpRequest) -> HttpResponse | None:
+    """None when the request may read the metrics: the bearer token, or a staff session."""
+    if _by_token(request):
         return None
     if request.user.is_authenticated and request.user.is_staff:
         return None
@@ -185,7 +222,8 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     denied = access_denied(request)
     if denied is not None:
         return denied
-    return HttpResponse(generate_latest(CrawlCollector()), content_type=CONTENT_TYPE_LATEST)
+    collector = CrawlCollector(None if _by_token(request) or sees_all(request.user) else projects_for(request.user))
+    return HttpResponse(generate_latest(collector), content_type=CONTENT_TYPE_LATEST)
 
 
 # Included by crawlproject/urls.py at "metrics".

@@ -16,6 +16,18 @@ def unmasked_map(new: dict, stored: dict | None) -> dict:
     return {name: stored[name] if value == MASK and name in stored else value for name, value in new.items()}
 
 
+def masked_request(request: dict | None) -> dict:
+    """A frontier row's own request (a seed's or a spider's) as people see it: its header and cookie
+    values and its body masked, the method and everything else as they are."""
+    shown = dict(request or {})
+    for name in ("headers", "cookies"):
+        if isinstance(shown.get(name), dict):
+            shown[name] = masked_map(shown[name])
+    if shown.get("body"):
+        shown["body"] = MASK
+    return shown
+
+
 def masked_url(url: str) -> str:
     """The URL with its password masked (user:***@host); a user name alone, often a token, is masked whole."""
     scheme, sep, rest = url.partition("://")

@@ -1,7 +1,7 @@
 """Reads used by commands, the dashboard, the metrics endpoint and the API."""
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 
 from crawl.frontier.stages import (
     ASSET_PENDING_STATES,
@@ -40,11 +40,15 @@ def project_errors(project: Project) -> dict[str, int]:
     return dict(rows.annotate(n=Count("id")).order_by("-n"))
 
 
-def stage_backlog(project: Project | None = None) -> dict[str, int]:
+def stage_backlog(project: Project | None = None, *, projects: QuerySet | None = None) -> dict[str, int]:
     """Work owed per stage, from the rows (the truth): pages waiting for fetch (queued), for
-    extraction (fetched) and assets waiting for download (queued), optionally of one project."""
-    pages = Page.objects.all() if project is None else Page.objects.filter(project=project)
-    assets = MediaAsset.objects.all() if project is None else MediaAsset.objects.filter(project=project)
+    extraction (fetched) and assets waiting for download (queued), optionally of one project or of
+    `projects` (those a user sees)."""
+    pages, assets = Page.objects.all(), MediaAsset.objects.all()
+    if project is not None:
+        pages, assets = pages.filter(project=project), assets.filter(project=project)
+    if projects is not None:
+        pages, assets = pages.filter(project__in=projects), assets.filter(project__in=projects)
     owed_states = [s for s, stage in PAGE_STAGE_OF_STATE.items() if stage != DOWNLOAD]
     by_state = dict(pages.filter(state__in=owed_states).values_list("state").annotate(n=Count("id")))
     backlog = dict.fromkeys((FETCH, EXTRACT, DOWNLOAD), 0)

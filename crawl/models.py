@@ -216,6 +216,9 @@ class Seed(models.Model):
     priority = models.SmallIntegerField(
         default=0, help_text="Pages with a higher priority are fetched sooner (rules and spiders can set it too)."
     )
+    from_robots = models.BooleanField(
+        default=False, help_text="Named by a robots.txt Sitemap: line, not entered by a person."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -141,7 +141,12 @@ def request_key(canonical_url: str, method: str = "GET", body: str = "") -> str:
 
 
 def host_of(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
+    """The URL's host in lower case; "" when it has none or cannot be parsed ("http://[bad"): a
+    bad URL is off every site, never an error in a scope check."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
 
 
 def origin_of(url: str) -> str:

@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+MIN_TOKEN_LENGTH = 16  # a bearer token that guards every project's numbers: guessable when short
 MIN_SECRET_KEY_LENGTH = 32
 # Words of the values people leave in place (lower case, "-", "_", "." and spaces dropped): .env.example's
 # change-me-..., "example", "insecure-..." as Django's startproject writes it.
@@ -30,6 +31,16 @@ def kept_secret_key(var_dir: Path) -> str:
     if len(key) < MIN_SECRET_KEY_LENGTH:
         raise ImproperlyConfigured(f"{path} holds no usable secret key: delete it and a new one is made")
     return key
+
+
+def private_file(path: Path) -> None:
+    """Make path (created empty if missing) readable by this user only: the embedded SQLite database
+    holds every project's pages and secrets, and SQLite gives its -wal and -shm files the mode of
+    the database file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    if path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
+        path.chmod(0o600)
 
 
 def _create_once(path: Path, text: str) -> None:
@@ -70,9 +81,17 @@ def placeholder_problems(environ: Mapping[str, str]) -> list[str]:
     found.append(("the password in DATABASE_URL", _placeholder(_url_password(environ.get("DATABASE_URL", "")))))
     for name in ("AWS_SECRET_ACCESS_KEY", "CRAWLHUB_METRICS_TOKEN"):
         found.append((name, _placeholder(environ.get(name, ""))))
-    for pair in environ.get("FLOWER_BASIC_AUTH", "").split(","):
-        found.append(("a password in FLOWER_BASIC_AUTH", _placeholder(pair.partition(":")[2])))
+    token = environ.get("CRAWLHUB_METRICS_TOKEN", "")
+    short = f"is shorter than {MIN_TOKEN_LENGTH} characters" if 0 < len(token) < MIN_TOKEN_LENGTH else None
+    found.append(("CRAWLHUB_METRICS_TOKEN", short))
+    for pair in filter(None, environ.get("FLOWER_BASIC_AUTH", "").split(",")):
+        password = pair.partition(":")[2]
+        found.append(("a password in FLOWER_BASIC_AUTH", _placeholder(password) or _empty(password)))
     return [f"{subject} {why}" for subject, why in found if why]
+
+
+def _empty(password: str) -> str | None:
+    return "is empty" if not password else None
 
 
 def _secret_key_problems(key: str) -> list[tuple[str, str | None]]:

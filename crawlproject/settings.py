@@ -9,7 +9,7 @@ from pathlib import Path
 
 import environ
 
-from crawlproject.envsafety import kept_secret_key, refuse_placeholder_secrets
+from crawlproject.envsafety import kept_secret_key, private_file, refuse_placeholder_secrets
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -41,6 +41,10 @@ SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=3600 if BEHI
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=BEHIND_HTTPS_PROXY)
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=BEHIND_HTTPS_PROXY)
 X_FRAME_OPTIONS = "DENY"
+# Failed logins allowed per user name within the window; then its logins wait (console/login_throttle.py).
+AUTHENTICATION_BACKENDS = ["console.login_throttle.ThrottledModelBackend"]
+CRAWLHUB_LOGIN_ATTEMPTS = env.int("CRAWLHUB_LOGIN_ATTEMPTS", default=10)
+CRAWLHUB_LOGIN_WINDOW_SECONDS = env.int("CRAWLHUB_LOGIN_WINDOW_SECONDS", default=900)
 # /metrics (console/metrics.py): scrapers send `Authorization: Bearer <token>`; empty: staff sessions only.
 CRAWLHUB_METRICS_TOKEN = env.str("CRAWLHUB_METRICS_TOKEN", default="")
 
@@ -65,6 +69,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "console.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -104,6 +109,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        private_file(Path(DATABASES["default"]["NAME"]))
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -141,6 +148,11 @@ REST_FRAMEWORK = {
         "console.api.parsers.JSONBodyParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
+    ],
+    # The browsable API shows at most 200,000 characters of a response (console/api/renderers.py).
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "console.api.renderers.CappedBrowsableAPIRenderer",
     ],
     "DEFAULT_PAGINATION_CLASS": "console.api.pagination.IdCursorPagination",
     "PAGE_SIZE": 100,
@@ -290,6 +302,14 @@ CRAWL_READ_TIMEOUT = env.float("CRAWL_READ_TIMEOUT", default=20.0)
 CRAWL_TOTAL_TIMEOUT = env.float("CRAWL_TOTAL_TIMEOUT", default=60.0)
 CRAWL_MAX_REDIRECTS = env.int("CRAWL_MAX_REDIRECTS", default=5)
 CRAWL_MAX_LINKS_PER_PAGE = env.int("CRAWL_MAX_LINKS_PER_PAGE", default=5000)
+# What one page may make at most; the excess is counted on the page's item and logged.
+CRAWL_MAX_ITEMS_PER_PAGE = env.int("CRAWL_MAX_ITEMS_PER_PAGE", default=10_000)
+CRAWL_MAX_MEDIA_PER_PAGE = env.int("CRAWL_MAX_MEDIA_PER_PAGE", default=1000)
+CRAWL_MAX_OPENGRAPH_KEYS = env.int("CRAWL_MAX_OPENGRAPH_KEYS", default=100)
+CRAWL_MAX_JSON_LD_BLOCKS = env.int("CRAWL_MAX_JSON_LD_BLOCKS", default=50)
+# Sitemaps named by robots.txt kept as a project's sitemap seeds: a hostile robots.txt of thousands
+# of Sitemap: lines adds no more.
+CRAWL_MAX_ROBOTS_SITEMAPS = env.int("CRAWL_MAX_ROBOTS_SITEMAPS", default=50)
 # Seconds one match of a user's regex (scope, media and extraction patterns) may take before it
 # counts as no match (crawl/patterns.py): a catastrophic pattern on a hostile page gives up.
 CRAWL_REGEX_TIMEOUT = env.float("CRAWL_REGEX_TIMEOUT", default=0.2)

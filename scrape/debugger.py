@@ -165,6 +165,7 @@ def trial_report(trial: Trial, *, selector: str = "", selector_kind: str = "css"
         "items": [{"kind": i.kind, "position": i.position, "data": i.data, "errors": i.errors} for i in result.items],
         **links_report(trial),
         "media": [{"url": u, "kind": k} for u, k in result.media],
+        "dropped": result.dropped,
         "handler_log": [
             {"at": x.at.isoformat(), "level": x.level, "message": x.message} for x in result.handler_log or []
         ],

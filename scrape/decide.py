@@ -11,6 +11,7 @@ from django.conf import settings
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.sitemaps import parse_listing
+from crawl.urls import host_of
 from media.downloading import project_media_rules
 
 from .extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
@@ -47,6 +48,7 @@ class PageResult:
     extraction: Extraction | None = None
     error: tuple[str, str] | None = None  # (code, message): extraction failed for good
     handler_log: list[LogLine] | None = None  # what the spider's handler logged (None: no spider ran)
+    dropped: dict = field(default_factory=dict)  # what the per-page caps left out: {"items": 90000}
 
     @property
     def failed(self) -> bool:
@@ -83,7 +85,26 @@ def extract_page(page: Page, body: bytes, headers: dict) -> PageResult:
     result = _extract(page, body, headers)
     if not result.failed:
         result.changes.setdefault("parsed", True)  # it may have been a response not parsed before
+    _cap(result)
     return result
+
+
+def _cap(result: PageResult) -> None:
+    """One page makes at most CRAWL_MAX_ITEMS_PER_PAGE items and CRAWL_MAX_MEDIA_PER_PAGE media
+    references (rules and spiders add to what the HTML holds). What the caps leave out is counted in
+    `dropped`, logged, and said on the page's item."""
+    dropped = dict(result.extraction.dropped) if result.extraction else {}
+    for name, limit in (("items", settings.CRAWL_MAX_ITEMS_PER_PAGE), ("media", settings.CRAWL_MAX_MEDIA_PER_PAGE)):
+        values = getattr(result, name)
+        if len(values) > limit:
+            dropped[name] = dropped.get(name, 0) + len(values) - limit
+            setattr(result, name, values[:limit])
+    result.dropped = dropped
+    if dropped:
+        log.warning("page %s: over the per-page caps, left out %s", result.page.id, dropped)
+        for item in result.items:
+            if item.kind == "page":
+                item.data["dropped"] = dropped
 
 
 def _extract(page: Page, body: bytes, headers: dict) -> PageResult:
@@ -126,11 +147,15 @@ def _redirect(page: Page) -> PageResult:
 
 def _redirected(page: Page) -> dict:
     """A request follows its redirect with its route, meta, headers and cookies; its method and body
-    only on 307 and 308 (any other redirect turns it into a GET, as browsers do)."""
+    only on 307 and 308 (any other redirect turns it into a GET, as browsers do); its headers and
+    cookies (a seed's API key) only to the same host."""
     request = dict(page.request or {})
     if page.status_code not in (307, 308):
         request.pop("method", None)
         request.pop("body", None)
+    if host_of(page.final_url) != host_of(page.url):
+        request.pop("headers", None)
+        request.pop("cookies", None)
     return request
 
 
@@ -169,7 +194,9 @@ def _json_api(page: Page, body: bytes) -> PageResult:
 
 def _html(page: Page, body: bytes, headers: dict) -> PageResult:
     project = page.project
-    extraction = extract_html(body, page.url, charset=_charset(headers), max_links=settings.CRAWL_MAX_LINKS_PER_PAGE)
+    extraction = extract_html(
+        body, page.url, charset=_charset(headers), max_links=settings.CRAWL_MAX_LINKS_PER_PAGE, caps=_caps()
+    )
     download = project.download_media
     # rel=nofollow and <meta name="robots" content="nofollow"> are obeyed with robots.txt.
     obey = project.obey_robots
@@ -197,6 +224,14 @@ def _html(page: Page, body: bytes, headers: dict) -> PageResult:
         error=error,
         handler_log=handler_log,
     )
+
+
+def _caps() -> dict:
+    return {
+        "media": settings.CRAWL_MAX_MEDIA_PER_PAGE,
+        "opengraph": settings.CRAWL_MAX_OPENGRAPH_KEYS,
+        "json_ld": settings.CRAWL_MAX_JSON_LD_BLOCKS,
+    }
 
 
 def _apply_rules(page: Page, body: bytes, items: list, links: list[str], media: list, priorities: dict) -> list[str]:

@@ -89,6 +89,7 @@ class Extraction:
     headings: list[dict] = field(default_factory=list)
     opengraph: dict = field(default_factory=dict)
     json_ld: list = field(default_factory=list)
+    dropped: dict = field(default_factory=dict)  # what a cap left out: {"media": 19000, "json_ld": 3}
 
 
 def looks_like_html(content_type: str, body: bytes) -> bool:
@@ -259,28 +260,46 @@ def _checked_http_url(url: str) -> str | None:
     return url
 
 
-def extract_html(body: bytes, base_url: str, *, charset: str | None = None, max_links: int = 5000) -> Extraction:
-    """Title, description, language, visible text, links and media references of an HTML page."""
+def extract_html(
+    body: bytes, base_url: str, *, charset: str | None = None, max_links: int = 5000, caps: dict | None = None
+) -> Extraction:
+    """Title, description, language, visible text, links and media references of an HTML page.
+    `caps` bounds the media references, OpenGraph keys and JSON-LD blocks kept (CAPS by default);
+    what they leave out is counted in `dropped`."""
     doc = _parse(body, charset)
     if doc is None:
         return Extraction()
     from . import metadata  # it builds on this module's helpers
 
+    caps = CAPS | (caps or {})
+    dropped: dict[str, int] = {}
     base = _base_href(doc, base_url)
     links = _links(doc, base, max_links)
-    opengraph = metadata.opengraph(doc)
+    opengraph = dict(_capped(list(metadata.opengraph(doc).items()), caps, "opengraph", dropped))
     return Extraction(
         title=_clean(doc.findtext(".//title") or "")[:1000],
         description=_clean(_first(_DESCRIPTION(doc)))[:2000],
         lang=_clean(_first(_LANG(doc)))[:20],
         links=links,
-        media=_unique(_media(doc, base, links) + _og_media(opengraph, base)),
+        media=_capped(_unique(_media(doc, base, links) + _og_media(opengraph, base)), caps, "media", dropped),
         canonical=metadata.canonical_link(doc, base),
         headings=metadata.headings(doc),
         opengraph=opengraph,
-        json_ld=metadata.json_ld(doc),
+        json_ld=_capped(metadata.json_ld(doc), caps, "json_ld", dropped),
         text=_visible_text(doc),
+        dropped=dropped,
     )
+
+
+# What one page may make at most (the crawl passes its CRAWL_MAX_* settings).
+CAPS = {"media": 1000, "opengraph": 100, "json_ld": 50}
+
+
+def _capped(values: list, caps: dict, name: str, dropped: dict) -> list:
+    """The first caps[name] values; how many were left out goes into dropped[name]."""
+    if len(values) > caps[name]:
+        dropped[name] = len(values) - caps[name]
+    return values[: caps[name]]
 
 
 def _unique(refs: list[MediaRef]) -> list[MediaRef]:

@@ -12,7 +12,11 @@ from .extractors import _clean as clean
 from .extractors import absolute_http_url, element_text
 
 MAX_HEADINGS = 100
-MAX_JSON_LD_BYTES = 200_000
+MAX_JSON_LD_BYTES = 200_000  # of one block
+MAX_JSON_LD_PAGE_BYTES = 500_000  # of all the blocks of one page kept
+# Nesting of one block's lists and objects: real ones have a handful; hundreds make whatever reads
+# the value later (storing it, rendering it) recurse past Python's limit.
+MAX_JSON_LD_DEPTH = 32
 # Compiled once: compiling an XPath costs more than running it on a page.
 _CANONICAL = lxml.etree.XPath("//link[translate(@rel, 'CANONICAL', 'canonical')='canonical']/@href")
 _HEADINGS = lxml.etree.XPath("//h1 | //h2 | //h3")
@@ -38,22 +42,40 @@ def opengraph(doc) -> dict:
     """og:* and twitter:* meta properties (first value of each)."""
     found: dict[str, str] = {}
     for el in _META(doc):
-        key = (el.get("property") or el.get("name") or "").strip().lower()
+        key = (el.get("property") or el.get("name") or "").strip().lower()[:200]
         if key.startswith(("og:", "twitter:")) and el.get("content"):
             found.setdefault(key, el.get("content").strip()[:2000])
     return found
 
 
 def json_ld(doc) -> list:
-    """Every parseable application/ld+json block (objects and lists flattened one level)."""
-    blocks = []
+    """Every parseable application/ld+json block (objects and lists flattened one level); a block
+    nested deeper than MAX_JSON_LD_DEPTH is skipped like a broken one, and so are blocks past the
+    page's MAX_JSON_LD_PAGE_BYTES."""
+    blocks, budget = [], MAX_JSON_LD_PAGE_BYTES
     for script in _JSON_LD(doc):
         raw = (script.text or "").strip()
-        if not raw or len(raw) > MAX_JSON_LD_BYTES:
+        if not raw or len(raw) > min(MAX_JSON_LD_BYTES, budget):
             continue
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        blocks.extend(value if isinstance(value, list) else [value])
+        if nests_within(value, MAX_JSON_LD_DEPTH):
+            blocks.extend(value if isinstance(value, list) else [value])
+            budget -= len(raw)
     return blocks
+
+
+def nests_within(value, limit: int) -> bool:
+    """Whether value nests at most `limit` lists and objects deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True

@@ -92,6 +92,9 @@ def manage_check(tmp_path, **extra: str) -> subprocess.CompletedProcess:
         ("FLOWER_BASIC_AUTH", "admin:change-me-flower-password"),
         ("CRAWLHUB_METRICS_TOKEN", "CHANGEME"),
         ("CRAWLHUB_METRICS_TOKEN", "token-for-example-com"),
+        ("CRAWLHUB_METRICS_TOKEN", "Qz"),
+        ("FLOWER_BASIC_AUTH", "admin:"),
+        ("FLOWER_BASIC_AUTH", "ops:Vq8rT2pLx9sWm4cZ,admin"),
     ],
 )
 def test_it_refuses_to_start_with_debug_off_on_a_placeholder_secret(tmp_path, name, value):
@@ -127,6 +130,30 @@ def test_it_runs_on_placeholders_with_debug_on_and_on_real_secrets_with_debug_of
     }
     done = manage_check(tmp_path, **real)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_embedded_sqlite_database_is_readable_by_its_user_only(tmp_path):
+    done = manage_check(tmp_path)
+    assert done.returncode == 0, done.stderr
+    database = tmp_path / "db.sqlite3"
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+    database.chmod(0o644)  # made by an earlier version
+    assert manage_check(tmp_path).returncode == 0
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+
+
+def test_without_settings_debug_is_off_and_only_local_host_names_are_served(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from django.conf import settings as s; "
+         "print(s.DEBUG, sorted(s.ALLOWED_HOSTS))"],
+        cwd=BASE_DIR,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+        | {"DJANGO_SETTINGS_MODULE": "crawlproject.settings", "CRAWLHUB_VAR_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.stdout.split("\n")[-2] == "False ['127.0.0.1', '[::1]', 'localhost']", done.stderr
 
 
 def test_it_generates_a_private_secret_key_once_when_none_is_set(tmp_path):

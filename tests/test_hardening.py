@@ -184,6 +184,19 @@ def test_it_writes_text_that_starts_like_a_formula_behind_a_quote():
     assert {r["data"] for r in rows} == {'{"=k": "=v"}'}, "JSON starts with {"
 
 
+def test_a_formula_after_a_cell_separator_is_escaped():
+    """A spreadsheet that splits on ";" (or "|", or a tab) reads x;=cmd as a second cell =cmd."""
+    cells = ["x;=cmd|' /C calc'!A0", "a|+1", "b\t@SUM(A1)", "c,-1", "ok; fine", "a-b;c"]
+    out = io.StringIO()
+    write_csv([{"title": c, "depth": 3, "data": {"k": "x;=1"}} for c in cells], out, ["title", "depth", "data"])
+    rows = [r["title"] for r in csv.DictReader(io.StringIO(out.getvalue(), newline=""))]
+    assert rows == ["x;'=cmd|' /C calc'!A0", "a|'+1", "b\t'@SUM(A1)", "c,'-1", "ok; fine", "a-b;c"]
+    assert "x;'=1" in out.getvalue() and "x;=1" not in out.getvalue(), "JSON cells too"
+    for separator in ";|\t,":
+        split = [part for row in rows for part in row.split(separator)[1:]]
+        assert not [part for part in split if part.startswith(("=", "+", "-", "@"))], separator
+
+
 def test_the_streamed_csv_export_escapes_formulas_too(db):
     project = project_get_or_create(name="csv-injection")
     url = "http://a.test/"

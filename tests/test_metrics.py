@@ -7,12 +7,13 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, Permission, User
 from django.db.models import Sum
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.metrics import OTHER_HOSTS, TOP_HOSTS
+from console.models import ProjectAccess
 from crawl.models import Page, Project
 from media.models import MediaAsset
 from tests.conftest import BASE_DIR, generated_site, last_json_line
@@ -66,7 +67,10 @@ def rows(db):
 
 @pytest.fixture
 def staff_client(client):
-    client.force_login(User.objects.create_user("ops", password="x", is_staff=True))
+    """A staff user who sees every project (an operator of the whole crawler)."""
+    user = User.objects.create_user("ops", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_all_projects"))
+    client.force_login(user)
     return client
 
 
@@ -133,6 +137,22 @@ def test_it_keeps_the_busiest_hosts_and_sums_the_rest(db, staff_client):
     assert len(hosts) == TOP_HOSTS + 1
     assert hosts[OTHER_HOSTS] == 1 + 2
     assert hosts[f"h{count - 1:02d}.example"] == count
+
+
+def test_a_staff_member_reads_only_their_teams_projects_and_no_queues(rows, client, settings, broker):
+    member = User.objects.create_user("member", password="x", is_staff=True)
+    team = Group.objects.create(name="team-alpha")
+    member.groups.add(team)
+    ProjectAccess.objects.create(project=rows, group=team)
+    client.force_login(member)
+    got = samples(client.get("/metrics").content.decode())
+    projects = {dict(labels).get("project") for (_, labels) in got}
+    assert projects == {"alpha"}, "beta, its hosts and its error codes are another team's"
+    assert not [name for name, _ in got if name.startswith(("crawlhub_stage_backlog", "crawlhub_broker_queue"))]
+    settings.CRAWLHUB_METRICS_TOKEN = TOKEN
+    client.logout()
+    everything = samples(client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).content.decode())
+    assert {dict(labels).get("project") for (_, labels) in everything} >= {"alpha", "beta"}
 
 
 def test_it_is_never_public(db, client, settings):

@@ -216,6 +216,22 @@ def test_network_settings_need_their_own_permission_even_on_an_own_project(teams
     assert getattr(Project.objects.get(slug="a"), field) == value
 
 
+def test_the_allowed_domains_of_a_project_holding_secrets_are_a_network_setting(teams, member, client):
+    """Its cookies and headers go to its allowed domains: widening them would send the secrets on."""
+    a, _ = teams
+    editor = member(None, is_staff=True)
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_project", "change_project"]))
+    refused = api(editor).patch("/api/projects/a/", {"allowed_domains": "evil.test"}, format="json")
+    assert refused.status_code == 403 and "allowed_domains" in refused.json()["detail"]
+    plain = Project.objects.create(name="plain", slug="plain")
+    ProjectAccess.objects.create(project=plain, group=Group.objects.get(name="team-a"))
+    assert api(editor).patch("/api/projects/plain/", {"allowed_domains": "b.test"}, format="json").status_code == 200
+    client.force_login(editor)
+    assert 'name="allowed_domains"' not in client.get(f"/admin/crawl/project/{a.id}/change/").content.decode()
+    assert 'name="allowed_domains"' in client.get(f"/admin/crawl/project/{plain.id}/change/").content.decode()
+    assert Project.objects.get(id=a.id).allowed_domains == ""
+
+
 def test_a_redis_or_python_sink_needs_the_network_permission(teams, member):
     editor = member(None)
     editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_sink", "add_sink"]))
@@ -284,6 +300,35 @@ def test_view_only_staff_sees_the_admin_but_no_actions(teams, member, client):
         assert listed and {row.project_id for row in listed} == {a.id}, path
 
 
+def test_a_viewer_reads_a_pages_request_with_its_headers_cookies_and_body_masked(teams, member, client):
+    """A seed's (or a spider's) own request is kept on its frontier row: shown masked like the seed."""
+    a, _ = teams
+    body = "user=me&password=body-s3cret"
+    request = {"method": "POST", "body": body, "headers": {"X-Token": SEED_HEADER}, "cookies": {"sid": COOKIE}}
+    page = Page.objects.filter(project=a).first()
+    Page.objects.filter(id=page.id).update(request=request)
+    client.force_login(member("viewer", is_staff=True))
+    for view in ("page", "failedpage"):
+        shown = client.get(f"/admin/crawl/{view}/{page.id}/change/")
+        html = shown.content.decode()
+        assert shown.status_code == 200 and "X-Token" in html and "POST" in html, view
+        assert not [s for s in (*SECRETS, "body-s3cret") if s in html], view
+    Seed.objects.filter(project=a).update(body=body, method="POST")
+    html = client.get(f"/admin/crawl/project/{a.id}/change/").content.decode()
+    assert "POST" in html and "body-s3cret" not in html
+
+
+def test_the_overviews_warnings_count_only_the_work_of_the_users_projects(teams, member, client):
+    _, b = teams
+    urls = [f"http://b.test/q{n}" for n in range(7)]
+    Page.objects.bulk_create([Page(project=b, url=u, url_key=url_key(u), host="b.test", state="queued") for u in urls])
+    client.force_login(member("viewer", is_staff=True))
+    warnings = " ".join(client.get("/admin/dashboard/overview/").json()["warnings"])
+    assert "7 rows" not in warnings and "fetch stage" not in warnings, warnings
+    client.force_login(member("viewer", team="team-b", is_staff=True))
+    assert "7 rows owe the fetch stage" in " ".join(client.get("/admin/dashboard/overview/").json()["warnings"])
+
+
 def test_an_operator_steers_from_the_admin_and_the_dashboard_but_edits_nothing(teams, member, client):
     a, b = teams
     client.force_login(member("operator", is_staff=True))
@@ -339,6 +384,27 @@ def test_without_the_network_permission_the_admin_shows_network_settings_read_on
     assert client.post(f"/admin/crawl/project/{a.id}/change/", data).status_code == 302
     stored = Project.objects.get(id=a.id)
     assert (stored.max_depth, stored.allow_private, stored.proxy) == (3, False, a.proxy)
+
+
+def test_without_the_network_permission_the_admin_adds_no_seed_off_a_secret_holding_projects_sites(
+    teams, member, client
+):
+    a, _ = teams
+    editor = member(None, is_staff=True)
+    codenames = ["view_project", "change_project", "view_seed", "add_seed", "change_seed"]
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client.force_login(editor)
+    page = f"/admin/crawl/project/{a.id}/change/"
+    data = change_form_data(client.get(page))
+    pasted = client.post(page, data | {"bulk_seeds": "http://evil.test/collect"})
+    assert pasted.status_code == 200 and "change_network_settings" in pasted.content.decode()
+    inline = client.post(page, data | {"seeds-0-url": "http://evil.test/collect"})
+    assert inline.status_code == 200 and "change_network_settings" in inline.content.decode()
+    assert client.post(page, data | {"bulk_seeds": "http://a.test/more"}).status_code == 302
+    assert sorted(Seed.objects.filter(project=a).values_list("url", flat=True)) == [
+        "http://a.test/",
+        "http://a.test/more",
+    ]
 
 
 def test_a_project_made_in_the_admin_belongs_to_its_creator(member, client, db):

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from crawl.frontier.discovery import pages_discover
+from crawl.frontier.discovery import forget_scope, pages_discover
 from crawl.frontier.verdicts import Link
 from crawl.models import Page
 from crawl.services.fetching import build_request, pages_fetch
@@ -254,11 +254,15 @@ def test_links_that_carry_an_itag_cost_one_query_more_than_plain_links(project):
 
 
 def test_the_fetch_sends_a_requests_cookies_with_the_projects(project):
-    project.cookies = {"session": "abc"}
+    """On the project's own site; elsewhere the request's own cookies go alone."""
+    project.cookies, project.allowed_domains = {"session": "abc"}, "a.test"
+    forget_scope(project.id)
     request = {"method": "POST", "body": "a=1", "headers": {"X-Api-Key": "k"}, "cookies": {"pref": "dark"}}
     sent = build_request(project, Page(project=project, url="http://a.test/form", request=request))
     assert (sent.method, sent.body, sent.headers["X-Api-Key"]) == ("POST", b"a=1", "k")
     assert sorted(sent.headers["Cookie"].split("; ")) == ["pref=dark", "session=abc"]
+    elsewhere = build_request(project, Page(project=project, url="http://b.test/form", request=request))
+    assert elsewhere.headers["Cookie"] == "pref=dark"
 
 
 # The Request and the Response, pure

@@ -63,6 +63,7 @@ class ProjectAccessAdmin(ProjectScopedAdmin):
     """Who owns which of the user's projects (also edited inline on each project)."""
 
     list_display = ("project", "user", "group")
-    list_filter = (PROJECT_FILTER, "group")
+    # Only the groups of the rows the user sees: a plain filter would list every team's name.
+    list_filter = (PROJECT_FILTER, ("group", admin.RelatedOnlyFieldListFilter))
     search_fields = ("project__name", "user__username", "group__name")
     list_select_related = ("project", "user", "group")

@@ -11,9 +11,17 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from console import jobs
-from console.access import NETWORK_FIELDS, may, project_owner_add
+from console.access import NETWORK_FIELDS, may, network_scope_fields, project_owner_add
 from console.admin.access import ProjectScopedAdmin
-from console.admin.project_forms import SECRETS, OwnerInline, ProjectForm, RuleSetInline, SeedInline, masked
+from console.admin.project_forms import (
+    SECRETS,
+    OwnerInline,
+    ProjectForm,
+    RuleSetInline,
+    SeedInline,
+    masked,
+    robots_sitemaps,
+)
 from console.admin.sinks import SinkInline
 from console.exports import CONTENT_TYPES, FIELDS, export_response
 from console.models import Job
@@ -33,10 +41,10 @@ class ProjectAdmin(ProjectScopedAdmin):
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [SeedInline, RuleSetInline, SinkInline, OwnerInline]
-    readonly_fields = ("frontier", *MASKED.values())
+    readonly_fields = ("frontier", "robots_sitemaps", *MASKED.values())
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "frontier")}),
-        ("Seeds", {"fields": ("bulk_seeds",)}),
+        ("Seeds", {"fields": ("bulk_seeds", "robots_sitemaps")}),
         (
             "Scope",
             {
@@ -99,13 +107,23 @@ class ProjectAdmin(ProjectScopedAdmin):
             return fieldsets
         return [(name, {**opts, "fields": [MASKED.get(f, f) for f in opts["fields"]]}) for name, opts in fieldsets]
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (form,), {"user": request.user})  # pasted seeds are checked for this user
+
     def get_readonly_fields(self, request, obj=None):
         readonly = super().get_readonly_fields(request, obj)
-        return readonly if may(request.user, "network") else (*readonly, *NETWORK_FIELDS)
+        if may(request.user, "network"):
+            return readonly
+        return (*readonly, *NETWORK_FIELDS, *network_scope_fields(obj))
 
     def get_list_display(self, request):
         shown = super().get_list_display(request)
         return shown if self.has_export_permission(request) else [f for f in shown if f != "export_links"]
+
+    @admin.display(description="sitemaps named by robots.txt")
+    def robots_sitemaps(self, obj):
+        return robots_sitemaps(obj)
 
     @admin.display(description="cookies")
     def masked_cookies(self, obj):

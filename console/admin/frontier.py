@@ -2,6 +2,7 @@
 hold millions of rows, so lists never count or DISTINCT them whole (crawl/admin_lists.py)."""
 
 import difflib
+import json
 import re
 import zlib
 
@@ -21,6 +22,7 @@ from console.admin.lists import CappedPaginator, recent_values_filter
 from console.admin.scrape import item_table
 from console.control import host_block, host_unblock, pages_requeue, pages_retry
 from console.models import Job
+from console.secrets import masked_request
 from crawl.models import FailedPage, Host, Page, PageContent, PageVersion, Project, RobotsTxt
 from scrape.models import HandlerLog
 
@@ -57,7 +59,9 @@ class FrontierAdmin(ProjectScopedAdmin):
     show_full_result_count = False
     paginator = CappedPaginator
     raw_id_fields = ("project", "discovered_from")
-    readonly_fields = [f.name for f in Page._meta.fields]
+    # A row's own request is shown masked, never as stored.
+    readonly_fields = ["masked_request" if f.name == "request" else f.name for f in Page._meta.fields]
+    exclude = ("request",)
     actions = ("retry_pages",)
 
     def has_add_permission(self, request):
@@ -67,6 +71,11 @@ class FrontierAdmin(ProjectScopedAdmin):
     def retry_pages(self, request, queryset):
         count = pages_retry(pages=queryset)
         self.message_user(request, f"{count} failed pages queued again.", messages.SUCCESS)
+
+    @admin.display(description="request")
+    def masked_request(self, obj):
+        """Its header and cookie values and its body may be secrets (an API key, a login form)."""
+        return json.dumps(masked_request(obj.request), ensure_ascii=False) if obj.request else "-"
 
     @admin.display(description="error message")
     def message(self, obj):
@@ -109,7 +118,7 @@ class PageAdmin(FrontierAdmin):
     fieldsets = (
         ("Fetch", {"fields": (
             "url", "final_url", ("status_code", "content_type", "redirect_hops"), ("fetched_at", "fetch_ms"),
-            ("fetched_by", "attempts"), ("error_code", "error_message"), "request", "stored_body",
+            ("fetched_by", "attempts"), ("error_code", "error_message"), "masked_request", "stored_body",
         )}),
         ("Content", {"fields": (
             "title", "content_sha256", ("content_length", "simhash"), "text_hash", ("itag", "extracted_by"),

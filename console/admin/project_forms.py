@@ -9,8 +9,9 @@ from django.contrib import admin
 
 from console.access import may
 from console.models import ProjectAccess
-from console.secrets import masked_map, masked_url, unmasked_map, unmasked_url
+from console.secrets import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from crawl.models import Project, Seed
+from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import seed_problem
 from scrape.models import RuleSet
 
@@ -20,6 +21,29 @@ SECRETS = {
     "request_headers": (masked_map, unmasked_map, dict),
     "proxy": (masked_url, unmasked_url, str),
 }
+
+
+ROBOTS_SITEMAPS_SHOWN = 10
+
+
+def robots_sitemaps(project: Project) -> str:
+    """The sitemap seeds robots.txt named, for the project form: how many, how many followed, the first few."""
+    seeds = project.seeds.filter(from_robots=True) if project.pk else Seed.objects.none()
+    count = seeds.count()
+    if not count:
+        return "none"
+    active = seeds.filter(active=True).count()
+    urls = list(seeds.order_by("id").values_list("url", flat=True)[:ROBOTS_SITEMAPS_SHOWN])
+    more = f" and {count - len(urls)} more" if count > len(urls) else ""
+    return f"{count} ({active} followed; switch them on through the API's seeds): {', '.join(urls)}{more}"
+
+
+def off_site_refusal(user, project: Project, url: str) -> str | None:
+    """Why `user` may not add a seed at `url` to `project` (off the sites of a project that holds
+    secrets, without the network settings permission), or None. No user: a form used outside the admin."""
+    if user is None or may(user, "network"):
+        return None
+    return secrets_refusal(project, url)
 
 
 def masked(project: Project, name: str) -> str:
@@ -50,6 +74,8 @@ class SeedForm(forms.ModelForm):
         # The project being edited, with the allow_private just submitted (also before its first save).
         project = self.project or (self.instance.project if self.instance.project_id else None)
         problem = seed_problem(url, allow_private=bool(project and project.allow_private))
+        if not problem and project is not None and url != self.instance.url:
+            problem = off_site_refusal(getattr(self, "user", None), project, url)
         if problem:
             raise forms.ValidationError(problem)
         return url
@@ -67,10 +93,21 @@ class SeedInline(admin.TabularInline):
     form = SeedForm
     formset = SeedFormSet
     extra = 1
-    readonly_fields = ("masked_headers",)
+    readonly_fields = ("masked_headers", "masked_body")
+
+    def get_queryset(self, request):
+        """The seeds people entered: those robots.txt named are listed apart (robots_sitemaps), or a
+        site could make the form too big to save."""
+        return super().get_queryset(request).filter(from_robots=False)
+
+    def get_formset(self, request, obj=None, **kwargs):
+        form = type(self.form.__name__, (self.form,), {"user": request.user})
+        return super().get_formset(request, obj, **{**kwargs, "form": form})
 
     def get_fields(self, request, obj=None):
-        fields = [f for f in super().get_fields(request, obj) if f != "masked_headers"]
+        fields = [f for f in super().get_fields(request, obj) if f not in self.readonly_fields]
+        if not self.has_change_permission(request, obj):  # a POST body may hold a password
+            fields = ["masked_body" if f == "body" else f for f in fields]
         if may(request.user, "network") and self.has_change_permission(request, obj):
             return fields
         return ["masked_headers" if f == "headers" else f for f in fields]
@@ -78,6 +115,10 @@ class SeedInline(admin.TabularInline):
     @admin.display(description="headers")
     def masked_headers(self, seed):
         return json.dumps(masked_map(seed.headers)) if seed.pk else "-"
+
+    @admin.display(description="body")
+    def masked_body(self, seed):
+        return MASK if seed.body else "-"
 
 
 class OwnerInline(admin.TabularInline):
@@ -122,6 +163,7 @@ class ProjectForm(forms.ModelForm):
             if not url:
                 continue
             problem = seed_problem(url, allow_private=allow_private)
+            problem = problem or off_site_refusal(getattr(self, "user", None), self.instance, url)
             if problem:
                 problems.append(f"line {number}: {url}: {problem}")
             urls.append(url)

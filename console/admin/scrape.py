@@ -16,6 +16,7 @@ from console.access import may, projects_for
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from crawl.models import Project
+from crawl.services.credentials import secrets_refusal
 from scrape.debugger import fate_groups, trial_report, try_url
 from scrape.models import Item, RuleSet
 
@@ -56,7 +57,19 @@ class ItemAdmin(ProjectScopedAdmin):
 
 
 def _pretty(value) -> str:
-    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+    return format_html(
+        "<pre>{}</pre>", cut_short(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+    )
+
+
+MAX_SHOWN_CHARS = 200_000  # of one JSON value shown whole (an item's data, the Try a URL report)
+
+
+def cut_short(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """A value as a console page shows it: a hostile page's megabytes would stall the browser."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n... {len(text) - limit} more characters (the whole value is in the API and exports)"
 
 
 @admin.register(RuleSet)
@@ -70,6 +83,8 @@ class RuleSetAdmin(ProjectScopedAdmin):
 
 SELECTOR_KINDS = [("css", "CSS"), ("xpath", "XPath")]
 MAX_VALUE_CHARS = 1000  # of one field's value in an item table
+MAX_ITEM_FIELDS = 200  # fields of one item shown in a table
+MAX_SHOWN_ITEMS = 50  # item tables on the Try a URL page (all are counted)
 
 
 class TryForm(forms.Form):
@@ -90,7 +105,8 @@ class TryForm(forms.Form):
 
     def clean(self):
         """Private addresses reach into internal networks: asking for them, directly or through a
-        project that allows them, needs the network settings permission."""
+        project that allows them, needs the network settings permission; so does trying a URL off
+        the sites of a project that holds secrets (its proxy would carry the request)."""
         cleaned = super().clean()
         project = cleaned.get("project")
         private = cleaned.get("allow_private") or bool(project and project.allow_private)
@@ -100,6 +116,10 @@ class TryForm(forms.Form):
                 "Private addresses (allow_private, or a project that allows them) need the "
                 "console.change_network_settings permission."
             )
+        refusal = project and not may(self.user, "network") and secrets_refusal(project, cleaned.get("url", ""))
+        if refusal:
+            self.refused = True
+            raise forms.ValidationError(refusal)
         return cleaned
 
 
@@ -125,9 +145,11 @@ def _report_context(report: dict) -> dict:
         "headers": sorted(report["headers"].items()),
         "fetched": "page" in report,
         "fields": item_rows(report["fields"]) if "fields" in report else [],
-        "items": [item_table(**item) for item in report.get("items", [])],
+        "items": [item_table(**item) for item in report.get("items", [])[:MAX_SHOWN_ITEMS]],
+        "items_count": len(report.get("items", [])),
+        "dropped": sorted(report.get("dropped", {}).items()),
         "link_groups": fate_groups(report.get("link_fates", [])),
-        "pretty": json.dumps(report, indent=2, ensure_ascii=False, default=str),
+        "pretty": cut_short(json.dumps(report, indent=2, ensure_ascii=False, default=str)),
     }
 
 
@@ -138,9 +160,11 @@ def item_table(*, kind: str, position: int, data, errors=(), url: str = "") -> d
 
 def item_rows(data) -> list[tuple[str, str, bool]]:
     """(field name, value, is JSON) rows: strings as they are, anything else as compact JSON, both cut short."""
-    pairs = data.items() if isinstance(data, dict) else [("value", data)]
+    pairs = list(data.items()) if isinstance(data, dict) else [("value", data)]
     rows = []
-    for name, value in pairs:
+    if len(pairs) > MAX_ITEM_FIELDS:
+        rows.append(("(fields)", f"the first {MAX_ITEM_FIELDS} of {len(pairs)} are shown", False))
+    for name, value in pairs[:MAX_ITEM_FIELDS]:
         is_json = not isinstance(value, str)
         text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str) if is_json else value
         rows.append((str(name), Truncator(text).chars(MAX_VALUE_CHARS), is_json))

@@ -18,6 +18,7 @@ from console.models import Job
 from console.selectors import project_errors, project_progress
 from crawl.frontier.discovery import forget_scope
 from crawl.models import Project, Seed
+from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import project_get_or_create, seeds_add
 
 from . import serializers as s
@@ -151,6 +152,17 @@ def _refuse_network_changes(user, changed: list[str]) -> None:
         raise PermissionDenied(network_refusal(changed))
 
 
+def _refuse_off_site(user, seed: Seed | None, data: dict) -> None:
+    """A 403 for a new seed URL off the sites of a project that holds secrets (its cookies and
+    headers would follow, and its proxy would carry it), unless the user may change network settings."""
+    project = data.get("project") or seed.project
+    url = data.get("url")
+    if url is None or (seed is not None and url == seed.url) or may(user, "network"):
+        return
+    if refusal := secrets_refusal(project, url):
+        raise PermissionDenied(refusal)
+
+
 def _seed_header_changes(seed: Seed | None, data: dict) -> list[str]:
     """A seed's headers are request headers: a network setting of their own."""
     return ["headers"] if "headers" in data and data["headers"] != (seed.headers if seed else {}) else []
@@ -168,11 +180,13 @@ class SeedViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     @transaction.atomic
     def perform_create(self, serializer: s.SeedSerializer) -> None:
         _refuse_network_changes(self.request.user, _seed_header_changes(None, serializer.validated_data))
+        _refuse_off_site(self.request.user, None, serializer.validated_data)
         self._enqueue(serializer.save())
 
     @transaction.atomic
     def perform_update(self, serializer: s.SeedSerializer) -> None:
         _refuse_network_changes(self.request.user, _seed_header_changes(serializer.instance, serializer.validated_data))
+        _refuse_off_site(self.request.user, serializer.instance, serializer.validated_data)
         self._enqueue(serializer.save())
 
     def perform_destroy(self, instance: Seed) -> None:

@@ -87,7 +87,11 @@ class SeedSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Seed
-        fields = ("id", "project", "url", "kind", "active", "priority", "method", "body", "headers", "created_at")
+        fields = (
+            "id", "project", "url", "kind", "active", "priority", "method", "body", "headers", "from_robots",
+            "created_at",
+        )  # fmt: skip
+        read_only_fields = ("from_robots",)
         validators = []  # uniqueness is checked in validate(), with a message that says what is wrong
 
     def validate(self, attrs: dict) -> dict:

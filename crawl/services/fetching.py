@@ -31,6 +31,7 @@ from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
 from crawl.urls import host_of, origin_of
 
+from .credentials import project_secrets_for
 from .outcomes import failure, outcome
 from .politeness import GRANT_AHEAD_SECONDS, SLOT_MARGIN, host_back_off, hosts_grant, hosts_learn_delays, hosts_release
 from .projects import sitemaps_offer
@@ -281,8 +282,9 @@ def _requests(project: Project, pages: list[Page], grants: dict) -> tuple[list[P
 def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> FetchRequest:
     """Project headers and cookies, the row's own request (a seed's or a spider's method, body,
     headers and cookies: its cookies join the project's), and conditional-GET validators."""
-    headers = {"User-Agent": user_agent_of(project), **project.request_headers}
-    cookies = project.cookies | page.request.get("cookies", {})
+    own_headers, own_cookies = project_secrets_for(project, page.url)  # only to the project's own sites
+    headers = {"User-Agent": user_agent_of(project), **own_headers}
+    cookies = own_cookies | page.request.get("cookies", {})
     if cookies:
         headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
     headers |= page.request.get("headers", {})

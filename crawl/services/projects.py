@@ -1,5 +1,6 @@
 """Project and seed writes used by commands, the admin and (later) the API."""
 
+import logging
 import socket
 from urllib.parse import urlsplit
 
@@ -7,10 +8,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.text import slugify
 
-from crawl.frontier.discovery import forget_scope, seeds_enqueue
+from crawl.frontier.discovery import forget_scope, project_scope, seeds_enqueue
 from crawl.models import Project, Seed
 from crawl.netguard import BlockedAddress, check_addresses, getaddrinfo
-from crawl.urls import InvalidURL, canonicalize, host_of
+from crawl.urls import InvalidURL, canonicalize, host_in_domains, host_of
+
+log = logging.getLogger("crawlhub.projects")
 
 
 def project_get_or_create(*, name: str, **settings_) -> Project:
@@ -70,14 +73,42 @@ _OFFERED: set[tuple[int, str]] = set()
 
 def sitemaps_offer(*, project: Project, urls: list[str]) -> list[int]:
     """Sitemaps named by robots.txt become sitemap seeds: active (and queued) when the project
-    follows sitemaps, else inactive, offered for an operator to switch on. Once per process."""
+    follows sitemaps, else inactive, offered for an operator to switch on. Once per process.
+
+    What a site says is kept only as a crawlable URL (canonical, http or https, length-capped) on
+    the project's own sites, so it never widens the scope nor takes the project's secrets elsewhere;
+    and a project keeps at most CRAWL_MAX_ROBOTS_SITEMAPS of them (marked `from_robots`)."""
     fresh = [u for u in urls if (project.id, u) not in _OFFERED]
     if not fresh:
         return []
     _OFFERED.update((project.id, u) for u in fresh)
-    seeds = [Seed(project=project, url=u, kind=Seed.Kind.SITEMAP, active=project.follow_sitemaps) for u in fresh]
+    kept = _on_own_sites(project, fresh)[: _sitemap_room(project)]
+    if len(kept) < len(fresh):
+        log.info("robots.txt named %d sitemaps; %d kept", len(fresh), len(kept), extra={"project_id": project.id})
+    if not kept:
+        return []
+    active = project.follow_sitemaps
+    seeds = [Seed(project=project, url=u, kind=Seed.Kind.SITEMAP, active=active, from_robots=True) for u in kept]
     Seed.objects.bulk_create(seeds, ignore_conflicts=True)
     return seeds_enqueue(project) if project.follow_sitemaps else []
+
+
+def _on_own_sites(project: Project, urls: list[str]) -> list[str]:
+    """The canonical forms of the crawlable urls whose host is in the project's scope, in order, once each."""
+    domains = project_scope(project).domains
+    kept: dict[str, None] = {}
+    for url in urls:
+        try:
+            canonical = canonicalize(url)
+        except InvalidURL:
+            continue
+        if domains and host_in_domains(host_of(canonical), domains):
+            kept[canonical] = None
+    return list(kept)
+
+
+def _sitemap_room(project: Project) -> int:
+    return max(0, settings.CRAWL_MAX_ROBOTS_SITEMAPS - project.seeds.filter(from_robots=True).count())
 
 
 def seed_problem(url: str, *, allow_private: bool) -> str | None:
