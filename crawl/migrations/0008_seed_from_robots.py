@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawl', '0006_default_caps'),
+        ('crawl', '0007_fetch_pull'),
     ]
 
     operations = [
