@@ -249,6 +249,12 @@ class Page(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="pages", db_index=False)
     url = models.TextField(help_text="Canonical URL.")
     url_key = models.CharField(max_length=64, help_text="sha256 of the canonical URL.")
+    linked_url = models.TextField(
+        blank=True,
+        default="",
+        help_text="The URL as the site linked it, when that differs from the canonical one: robots.txt is "
+        "asked about both.",
+    )
     host = models.CharField(max_length=255)
     depth = models.PositiveIntegerField(default=0)
     discovered_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

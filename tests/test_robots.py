@@ -178,3 +178,28 @@ def test_it_refuses_with_robots_disallowed_when_the_rules_say_no(policy):
 def test_it_matches_percent_encoded_and_raw_paths_alike(path):
     policy = policy_from_response(200, "User-agent: *\nDisallow: /~joe/\nDisallow: /caf%C3%A9/\n")
     assert not policy.allows("https://example.com" + path, AGENT)
+
+
+def test_the_fetch_stage_asks_robots_txt_about_the_url_as_the_site_linked_it(db):
+    """`Disallow: /search?q=` is written in the site's own query order; the canonical URL sorts the
+    query (`?page=2&q=shoes`), so only the URL as linked shows the rule applies."""
+    from crawl.frontier.discovery import pages_discover
+    from crawl.frontier.verdicts import Link
+    from crawl.models import Page
+    from crawl.services.fetching import pages_fetch
+    from crawl.services.projects import project_get_or_create, seeds_add
+    from tests.servers import Site, SiteServer
+
+    site = Site(default=(200, {"Content-Type": "text/html"}, b"<html><body>ok</body></html>"))
+    site.files["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /search?q=\n")
+    with SiteServer(site) as server:
+        project = project_get_or_create(name="linked", allow_private=True)
+        seeds_add(project=project, urls=[f"{server.url}/"])
+        (page_id,) = pages_discover(project=project, links=[Link(f"{server.url}/search?q=shoes&page=2", 1)])
+        page = Page.objects.get(id=page_id)
+        assert page.url.endswith("/search?page=2&q=shoes")
+        assert page.linked_url.endswith("/search?q=shoes&page=2")
+        pages_fetch(page_ids=[page_id])
+        page.refresh_from_db()
+        assert (page.state, page.error_code) == ("failed", "robots_disallowed")
+        assert "/search" not in " ".join(path for _, path in server.log)

@@ -22,6 +22,7 @@ from .verdicts import Link
 _SCOPE_CACHE: dict[int, tuple[float, Scope]] = {}
 SCOPE_CACHE_SECONDS = 30
 EXISTING_CHUNK = 500
+MAX_LINKED_URL = 2000
 
 
 def project_scope(project: Project) -> Scope:
@@ -178,6 +179,7 @@ def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -
         project=project,
         url=canonical,
         url_key=key,
+        linked_url=_as_linked(link.url, canonical),
         host=host_of(canonical),
         depth=link.depth,
         discovered_from_id=link.parent_id,
@@ -186,6 +188,12 @@ def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -
         priority=link.priority,
         **fields,
     )
+
+
+def _as_linked(url: str, canonical: str) -> str:
+    """The URL as linked, kept when robots.txt could read it otherwise than the canonical form."""
+    linked = url.split("#", 1)[0]
+    return linked if linked != canonical and len(linked) <= MAX_LINKED_URL else ""
 
 
 def within_budget(project: Project, rows: list[Page]) -> list[Page]:

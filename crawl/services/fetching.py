@@ -246,7 +246,7 @@ def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], l
     for page in pages:
         policy = policies[origin_of(page.url)]
         delays[page.host] = policy.crawl_delay(agent)
-        if policy.allows(page.url, agent):
+        if policy.allows(page.url, agent, as_linked=page.linked_url):
             allowed.append(page)
         else:
             refused.append((page, policy.refusal()))
