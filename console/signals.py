@@ -5,6 +5,7 @@ import contextlib
 import logging
 import os
 import threading
+from datetime import timedelta
 
 from celery import signals as celery_signals
 from django.conf import settings
@@ -12,10 +13,12 @@ from django.db import close_old_connections, transaction
 from django.dispatch import receiver
 from django.utils import timezone
 
+from crawl.frontier.reaper import workers_stopped
 from crawl.frontier.stages import CURRENT_JOB
 from crawl.signals import recrawl_due
 
 log = logging.getLogger("crawlhub.console")
+LIVENESS_BEATS = 3  # heartbeats a worker may miss before the leases it holds go back
 
 
 @receiver(recrawl_due, dispatch_uid="console.recrawl_due")
@@ -103,6 +106,20 @@ job_log_install()
 
 _beat_stop = threading.Event()
 _beat_name: list[str] = []
+
+
+@receiver(workers_stopped, dispatch_uid="console.workers_stopped")
+def workers_gone(sender=None, **kwargs) -> dict:
+    """Workers whose heartbeats stopped (three missed: gone since now), and workers that started
+    again under the same name (the earlier one is gone since the new start)."""
+    from console.models import WorkerBeat
+
+    now = timezone.now()
+    silent = now - timedelta(seconds=LIVENESS_BEATS * settings.CONSOLE_HEARTBEAT_SECONDS)
+    return {
+        name: (now if seen < silent else started)
+        for name, seen, started in WorkerBeat.objects.values_list("name", "seen_at", "started_at")
+    }
 
 
 @celery_signals.worker_ready.connect(dispatch_uid="console.worker_ready", weak=False)

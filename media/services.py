@@ -71,7 +71,7 @@ def assets_download(*, asset_ids: list[int], worker: str = "") -> list[int]:
     Bytes go to a temp file, then to storage under their sha256, and only then is the row marked
     done (by CAS on the lease), so there is never a row without its object or a partial object.
     """
-    token, assets = assets_claim(asset_ids)
+    token, assets = assets_claim(asset_ids, worker=worker)
     if not assets:
         return []
     clean_stale_temp(older_than=settings.CRAWL_LEASE_SECONDS)

@@ -35,7 +35,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def pages_extract(*, page_ids: list[int], worker: str = "") -> int:
     """Extract the claimable fetched pages among page_ids; returns how many new pages they led to
     (the frontier publishes them, and the new assets)."""
-    token, pages = pages_claim_for_extract(page_ids)
+    token, pages = pages_claim_for_extract(page_ids, worker=worker)
     contents = {c.page_id: c for c in PageContent.objects.filter(page_id__in=[p.id for p in pages])}
     by_project: dict[int, list[PageResult]] = {}
     for page in pages:

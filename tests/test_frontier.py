@@ -206,3 +206,23 @@ def test_the_reaper_keeps_the_frontier_statistics_fresh_as_it_grows():
         assert cursor.fetchone()[0] >= 3000, "the planner now knows the table's size"
         cursor.execute("SELECT pg_stat_force_next_flush()")
     assert not any("crawl_page" in done for done in tables_upkeep()), "nothing to do until a tenth changes"
+
+
+def test_the_reaper_hands_back_at_once_what_a_gone_worker_holds(project):
+    """Leases are long (a batch may take minutes); a worker whose heartbeats stopped, or that started
+    again under the same name, holds nothing: its claims go back at the next sweep."""
+    from console.models import WorkerBeat
+
+    now = timezone.now()
+    WorkerBeat.objects.create(name="dead@h", queues="fetch", seen_at=now - timedelta(minutes=5))
+    WorkerBeat.objects.create(name="restarted@h", queues="fetch", started_at=now, seen_at=now)
+    WorkerBeat.objects.create(name="alive@h", queues="fetch", started_at=now - timedelta(hours=1), seen_at=now)
+    ids = discover(project, urls(3))
+    for page_id, worker in zip(ids, ("dead@h", "restarted@h", "alive@h"), strict=True):
+        _, claimed = pages_claim_for_fetch([page_id], worker=worker)
+        assert [p.id for p in claimed] == [page_id]
+    Page.objects.filter(id=ids[1]).update(lease_expires_at=now + timedelta(seconds=settings.CRAWL_LEASE_SECONDS - 5))
+    report = reap(project_id=project.id)
+    assert report.leases_abandoned == 2
+    states = dict(Page.objects.filter(id__in=ids).values_list("fetched_by", "state"))
+    assert states == {"dead@h": "queued", "restarted@h": "queued", "alive@h": "leased"}

@@ -37,11 +37,13 @@ def assets_insert(rows: list, *, done: bool = False) -> list[int]:
     return new_ids
 
 
-def assets_claim(asset_ids: list[int]) -> tuple[uuid.UUID, list]:
-    """Lease the due queued assets among asset_ids (an expired lease goes back through the reaper)."""
+def assets_claim(asset_ids: list[int], *, worker: str = "") -> tuple[uuid.UUID, list]:
+    """Lease the due queued assets among asset_ids in the name of `worker` (an expired lease goes
+    back through the reaper)."""
     model, now = _assets(), timezone.now()
     claimable = Q(state=model.State.QUEUED, next_fetch_at__lte=now)
-    return lease_claim(model, asset_ids, claimable=claimable, state=model.State.LEASED)
+    holder = {"downloaded_by": worker[:200]} if worker else {}
+    return lease_claim(model, asset_ids, claimable=claimable, state=model.State.LEASED, **holder)
 
 
 def assets_finish(*, token: uuid.UUID, verdicts: list[tuple[object, Verdict]]) -> set[int]:

@@ -88,19 +88,25 @@ def pages_send_alone(waits: dict[int, float]) -> None:
         stages.after_commit(stages.publish_fetch, [page_id], countdown=max(seconds, 0.2), batch=1)
 
 
-def pages_claim_for_fetch(page_ids: list[int], *, due=None, token=None) -> tuple[uuid.UUID, list[Page]]:
+def pages_claim_for_fetch(
+    page_ids: list[int], *, due=None, token=None, worker: str = ""
+) -> tuple[uuid.UUID, list[Page]]:
     """Lease the queued pages among page_ids that are due by `due` (now by default), of active
-    projects, highest priority first. An expired lease is not claimable here: the reaper gives it
+    projects, highest priority first, in the name of `worker` (the reaper hands back what a worker
+    whose heartbeats stopped holds). An expired lease is not claimable here: the reaper gives it
     back (and counts it) first."""
     claimable = Q(state=QUEUED, next_fetch_at__lte=due or timezone.now(), project_id__in=_active_project_ids())
-    token, pages = lease_claim(Page, page_ids, claimable=claimable, token=token, state=LEASED)
+    holder = {"fetched_by": worker[:200]} if worker else {}
+    token, pages = lease_claim(Page, page_ids, claimable=claimable, token=token, state=LEASED, **holder)
     return token, sorted(pages, key=lambda p: (-p.priority, p.id))
 
 
-def pages_claim_for_extract(page_ids: list[int]) -> tuple[uuid.UUID, list[Page]]:
-    """Lease fetched pages for extraction (the state stays `fetched`); attempts count from the fetch."""
+def pages_claim_for_extract(page_ids: list[int], *, worker: str = "") -> tuple[uuid.UUID, list[Page]]:
+    """Lease fetched pages for extraction in the name of `worker` (the state stays `fetched`);
+    attempts count from the fetch."""
     claimable = Q(state=FETCHED, attempts__lt=settings.CRAWL_MAX_ATTEMPTS, lease_token__isnull=True)
-    return lease_claim(Page, page_ids, claimable=claimable)
+    holder = {"extracted_by": worker[:200]} if worker else {}
+    return lease_claim(Page, page_ids, claimable=claimable, **holder)
 
 
 def pages_finish(*, token: uuid.UUID, stage: str, verdicts: list[tuple[Page, Verdict]]) -> set[int]:

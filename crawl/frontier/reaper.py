@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
+from django.dispatch import Signal
 from django.utils import timezone
 
 from crawl.models import Page
@@ -25,6 +26,12 @@ from .leases import lease_expired
 from .pages import pages_next_due
 from .upkeep import tables_upkeep
 
+# Sent by the reaper: receivers answer with {worker name: since} for workers whose heartbeats
+# stopped (since: now) or that started again under the same name (since: that start), so the
+# leases claimed in their name before then go back now, not when they expire. The console keeps
+# the heartbeats.
+workers_stopped = Signal()
+
 REPUBLISH_LIMIT = 5000
 SUSPECT_BATCH = 1  # rows whose worker died holding them are retried one per message: a poison row fails alone
 
@@ -32,6 +39,7 @@ SUSPECT_BATCH = 1  # rows whose worker died holding them are retried one per mes
 @dataclass
 class ReapReport:
     leases_expired: int = 0
+    leases_abandoned: int = 0  # held by workers whose heartbeats stopped: expired now
     leases_failed: int = 0
     fetch_republished: int = 0
     extract_republished: int = 0
@@ -46,6 +54,7 @@ def reap(*, project_id: int | None = None) -> ReapReport:
     report = ReapReport()
     scope = {} if project_id is None else {"project_id": project_id}
     pages, assets = Page.objects.filter(**scope), _assets().objects.filter(**scope)
+    report.leases_abandoned = _expire_abandoned(pages, assets)
     for counts in (_expire_fetch_leases(pages), _expire_extract_leases(pages), _expire_asset_leases(assets)):
         report.leases_failed += counts[0]
         report.leases_expired += counts[1]
@@ -57,6 +66,23 @@ def reap(*, project_id: int | None = None) -> ReapReport:
     report.temp_files_removed = clean_stale_temp(older_than=settings.CRAWL_LEASE_SECONDS)
     report.upkeep = tables_upkeep()
     return report
+
+
+def _expire_abandoned(pages, assets) -> int:
+    """Leases claimed by workers that are gone expire now (the sweep below hands them back): a
+    killed worker's work waits a few heartbeats, not a lease."""
+    gone: dict[str, object] = {}
+    for _, answer in workers_stopped.send(sender=reap):
+        gone |= answer or {}
+    count, now = 0, timezone.now()
+    for name, since in sorted(gone.items()):
+        # Claimed before `since`: a lease ends CRAWL_LEASE_SECONDS after its claim.
+        held = Q(lease_expires_at__gt=now, lease_expires_at__lt=since + timedelta(seconds=settings.CRAWL_LEASE_SECONDS))
+        expire = {"lease_expires_at": now - timedelta(seconds=1)}
+        count += pages.filter(held, state=Page.State.LEASED, fetched_by=name).update(**expire)
+        count += pages.filter(held, state=Page.State.FETCHED, extracted_by=name).update(**expire)
+        count += assets.filter(held, state="leased", downloaded_by=name).update(**expire)
+    return count
 
 
 def _expire(qs, *, fail_columns: dict, back_columns: dict, publish) -> tuple[int, int]:

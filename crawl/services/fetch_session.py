@@ -48,7 +48,7 @@ def _session(worker: str, deadline: float) -> list[int]:
     while True:
         in_flight = sum(len(r.sent) for r, _ in running)
         if time.monotonic() < deadline and in_flight < limit:
-            token, pages, grants, _full = claim_round([], min(batch, limit - in_flight), render=False)
+            token, pages, grants, _full = claim_round([], min(batch, limit - in_flight), False, worker)
             if pages:
                 fetch_round = round_prepare(pages, grants, token, worker)
                 running.append((fetch_round, round_start(fetch_round, render=False)))

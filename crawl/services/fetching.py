@@ -77,7 +77,7 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
         fetched = session_run(worker)
         return fetched if fetched is not None else []
     limit = settings.CRAWL_RENDER_BATCH if render else settings.CRAWL_FETCH_BATCH
-    token, pages, grants, full = claim_round(page_ids, limit, render)
+    token, pages, grants, full = claim_round(page_ids, limit, render, worker)
     if full:  # more may be ready: another worker process claims it while this one fetches
         wake_stage(queue)
     fetched = []
@@ -89,7 +89,7 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
 
 
 @transaction.atomic
-def claim_round(page_ids: list[int], limit: int, render: bool):
+def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = ""):
     """One short transaction: pick the candidates, book their hosts' slots, lease what may start
     now, and give the others their hosts' next free slots as due times."""
     due = timezone.now() + timedelta(seconds=GRANT_AHEAD_SECONDS)
@@ -117,7 +117,7 @@ def claim_round(page_ids: list[int], limit: int, render: bool):
         pages_send_alone(
             {i: max(IDLE_RETRY_SECONDS, (waits[i] - due).total_seconds()) if i in waits else 0 for i in later}
         )
-    _, pages = pages_claim_for_fetch(now_ids, due=due, token=token)
+    _, pages = pages_claim_for_fetch(now_ids, due=due, token=token, worker=worker)
     return token, pages, grants, len(candidates) >= limit
 
 
