@@ -272,6 +272,8 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 # --- Crawl behaviour ---------------------------------------------------------------------------
 CRAWL_FETCH_BATCH = env.int("CRAWL_FETCH_BATCH", default=50)
+# How long one process of a worker keeps claiming and fetching ready pages (0: one claim a wake-up).
+CRAWL_FETCH_SESSION_SECONDS = env.float("CRAWL_FETCH_SESSION_SECONDS", default=20.0)
 CRAWL_EXTRACT_BATCH = env.int("CRAWL_EXTRACT_BATCH", default=50)
 CRAWL_RENDER_BATCH = env.int("CRAWL_RENDER_BATCH", default=10)
 CRAWL_RENDER_TIMEOUT = env.float("CRAWL_RENDER_TIMEOUT", default=30.0)

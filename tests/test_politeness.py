@@ -58,7 +58,10 @@ def test_two_fetch_workers_keep_the_crawl_delay_between_any_two_requests(workers
     for i in range(8):
         site.files[f"/p{i}.html"] = page()
     with SiteServer(site) as server:
-        start(workers, worker_env | {"CRAWL_FETCH_BATCH": "2"}, fetchers=("fetch-a", "fetch-b"))
+        # One claim per wake-up (no session), so both workers take turns at the host.
+        start(
+            workers, worker_env | {"CRAWL_FETCH_BATCH": "2", "CRAWL_FETCH_SESSION_SECONDS": "0"}, ("fetch-a", "fetch-b")
+        )
         summary = crawl(worker_env | {"CRAWL_FETCH_BATCH": "2"}, server.url, "polite")
         times = page_times(server)
     gaps = [b - a for a, b in itertools.pairwise(times)]

@@ -1,5 +1,5 @@
 """A fetch session: one worker process keeps claiming and fetching the pages that become ready, for
-up to SESSION_SECONDS. Its requests go out at their hosts' slots on the process's event loop thread
+up to CRAWL_FETCH_SESSION_SECONDS. Its requests go out at their hosts' slots on the process's event loop thread
 while this thread claims the next round and writes the results of the rounds that are done, so a
 slot is never missed because a task was waiting for a pool process. One process at a time holds the
 worker's session (a StageWakeup row per Celery worker, until the session's end: a killed holder
@@ -19,7 +19,6 @@ from crawl.frontier.wakeups import session_leave, session_take
 
 from .fetching import claim_round, round_finish, round_prepare, round_start, round_wait, wake_for_next
 
-SESSION_SECONDS = 20.0
 TICK_SECONDS = 0.1
 # Rounds in flight at once, in fetch batches (CRAWL_FETCH_BATCH): a round's requests wait for their
 # slots on the event loop, so many hosts' requests are open at once.
@@ -31,11 +30,12 @@ def session_run(worker: str) -> list[int] | None:
     """Run this worker's fetch session in this process; the ids now `fetched`, or None when another
     of the worker's processes runs it (that one claims what is ready: a second would only race it
     for the same hosts' slots)."""
-    end, key = timezone.now() + timedelta(seconds=SESSION_SECONDS), f"{FETCH}@{worker}"
-    if not session_take(key, end):
+    seconds = settings.CRAWL_FETCH_SESSION_SECONDS
+    end, key = timezone.now() + timedelta(seconds=seconds), f"{FETCH}@{worker}"
+    if seconds <= 0 or not session_take(key, end):
         return None
     try:
-        return _session(worker, time.monotonic() + SESSION_SECONDS)
+        return _session(worker, time.monotonic() + seconds)
     finally:
         session_leave(key, end)
         wake_for_next(FETCH, False, claimed=True)

@@ -75,7 +75,8 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
         from .fetch_session import session_run  # it drives this module's rounds
 
         fetched = session_run(worker)
-        return fetched if fetched is not None else []
+        if fetched is not None or settings.CRAWL_FETCH_SESSION_SECONDS > 0:
+            return fetched or []  # another process of this worker runs its session
     limit = settings.CRAWL_RENDER_BATCH if render else settings.CRAWL_FETCH_BATCH
     token, pages, grants, full = claim_round(page_ids, limit, render, worker)
     if full:  # more may be ready: another worker process claims it while this one fetches
