@@ -226,3 +226,27 @@ def test_the_reaper_hands_back_at_once_what_a_gone_worker_holds(project):
     assert report.leases_abandoned == 2
     states = dict(Page.objects.filter(id__in=ids).values_list("fetched_by", "state"))
     assert states == {"dead@h": "queued", "restarted@h": "queued", "alive@h": "leased"}
+
+
+def test_a_hub_is_never_given_up_for_a_transient_failure_but_a_new_page_is(project, settings):
+    """After the short schedule's attempts a seed (and a page fetched before) waits on the long
+    schedule; a page never fetched fails, as before."""
+    from crawl.frontier.verdicts import Retry
+
+    settings.CRAWL_RETRY_LONG_SECONDS, settings.CRAWL_RETRY_MAX_SECONDS = 300.0, 3600.0
+    seed = Page.objects.get(project=project, is_seed=True)
+    (new,) = discover(project, urls(1))
+    (fetched_before,) = discover(project, urls(1, host="sub.site.test"))
+    Page.objects.filter(id=fetched_before).update(fetch_count=4)
+    ids = [seed.id, new, fetched_before]
+    Page.objects.filter(id__in=ids).update(attempts=settings.CRAWL_MAX_ATTEMPTS - 1)
+    for extra in range(3):
+        token, claimed = pages_claim_for_fetch([i for i in ids if Page.objects.get(id=i).state == "queued"])
+        before = timezone.now()
+        pages_finish(token=token, stage=FETCH, verdicts=[(p, Retry("connect_error", "refused")) for p in claimed])
+        waits = {p.id: (p.next_fetch_at - before).total_seconds() for p in Page.objects.filter(id__in=ids)}
+        assert Page.objects.get(id=new).state == "failed"
+        for kept in (seed.id, fetched_before):
+            assert Page.objects.get(id=kept).state == "queued", "a hub down for a while is looked at again"
+            assert min(3600, 300 * 2**extra) - 1 <= waits[kept] <= min(3600, 300 * 2**extra) + 1
+        Page.objects.filter(id__in=ids, state="queued").update(next_fetch_at=timezone.now())

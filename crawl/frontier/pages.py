@@ -22,7 +22,7 @@ from crawl.models import Page, Project
 
 from . import stages
 from .leases import lease_claim, lease_finish
-from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at
+from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at, retry_later_at
 from .wakeups import waiting_until, wakeups_group
 
 QUEUED, LEASED, FETCHED = Page.State.QUEUED, Page.State.LEASED, Page.State.FETCHED
@@ -151,11 +151,19 @@ def _columns(page: Page, verdict: Verdict, now) -> dict:
         return verdict.fields | error | wait | {"state": QUEUED, "attempts": F("attempts") - 1}
     if isinstance(verdict, Retry):
         due = retry_at(page.attempts, now)
+        if due is None and _never_given_up(page):
+            due = retry_later_at(page.attempts, now)
         if due is not None:
             return verdict.fields | error | waiting_until(due, now) | {"state": QUEUED}
     if isinstance(verdict, Retry | Fail):
         return verdict.fields | error | {"state": FAILED}
     raise TypeError(f"not a page verdict: {verdict!r}")
+
+
+def _never_given_up(page: Page) -> bool:
+    """Hubs, seeds and pages fetched before are retried on the long schedule after a transient
+    failure: a site down for an hour is looked at again, not dropped (a new page still fails)."""
+    return page.is_seed or page.kind in ("sitemap", "feed") or page.fetch_count > 0
 
 
 def _publish_wakeups(rows: list[tuple[Page, dict]], now) -> None:

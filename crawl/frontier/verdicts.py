@@ -104,6 +104,15 @@ def error_columns(verdict: Retry | Postpone | Fail) -> dict:
     return {"error_code": verdict.code[:40], "error_message": verdict.message[:2000]}
 
 
+def retry_later_at(attempts: int, now: datetime) -> datetime:
+    """The long retry schedule of pages that are never given up for a transient failure (hubs,
+    seeds, pages fetched before): after the short schedule's attempts, CRAWL_RETRY_LONG_SECONDS,
+    doubling each time, at most CRAWL_RETRY_MAX_SECONDS apart."""
+    extra = max(0, attempts - settings.CRAWL_MAX_ATTEMPTS)
+    seconds = min(settings.CRAWL_RETRY_MAX_SECONDS, settings.CRAWL_RETRY_LONG_SECONDS * 2 ** min(extra, 30))
+    return now + timedelta(seconds=seconds)
+
+
 def retry_at(attempts: int, now: datetime) -> datetime | None:
     """The one retry policy of pages and assets: after `attempts` tries, when to try again (base *
     2^(attempts-1) seconds, at most an hour), or None when the attempts are used up."""
