@@ -389,6 +389,10 @@ class Host(models.Model):
     blocked = models.BooleanField(default=False, help_text="Blocked hosts are never fetched.")
     blocked_reason = models.CharField(max_length=200, blank=True, default="")
     last_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    failures = models.PositiveIntegerField(
+        default=0,
+        help_text="Failures in a row (robots.txt unreadable, the host unreachable): each holds it back longer.",
+    )
     slotted_until = models.DateTimeField(
         null=True, blank=True, help_text="Pages waiting for this host have been given start times up to here."
     )

@@ -18,6 +18,11 @@ class RobotsPolicy:
     parser: Protego | None = None
     error: str = ""  # why robots.txt could not be read (then everything is disallowed)
 
+    @property
+    def unreadable(self) -> bool:
+        """robots.txt could not be read (5xx, no answer): the site is off limits for now, not for good."""
+        return self.disallow_all and self.error != "blocked_address"
+
     def refusal(self) -> tuple[str, str]:
         """(error_code, message) for a page this policy refuses.
 

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from crawl.models import Host, HostLease
-from crawl.services.politeness import host_back_off, hosts_grant, hosts_release
+from crawl.services.politeness import GRANT_AHEAD_SECONDS, host_back_off, hosts_grant, hosts_release
 from crawl.services.projects import project_get_or_create
 
 
@@ -22,7 +22,8 @@ def grant(project, n=5, delay=0.0):
     (None: its robots.txt not read yet)."""
     Host.objects.update_or_create(host="h.test", defaults={"crawl_delay": delay})
     with transaction.atomic():
-        grants = hosts_grant(wanted={("h.test", project.id): n}, projects={project.id: project}, token=uuid.uuid4())
+        wanted, projects = {("h.test", project.id): n}, {project.id: project}
+        grants = hosts_grant(wanted=wanted, projects=projects, token=uuid.uuid4(), ahead=GRANT_AHEAD_SECONDS)
     return grants[("h.test", project.id)]
 
 

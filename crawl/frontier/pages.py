@@ -74,6 +74,15 @@ def pages_next_due(*, render: bool):
     return waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
 
 
+def pages_wake_when_due(*, render: bool, early: float, least: float) -> None:
+    """Book the fetch (or render) stage's next wake-up for when its earliest queued page is due,
+    `early` seconds before (its slot is booked then), and at least `least` seconds from now."""
+    due = pages_next_due(render=render)
+    if due is not None:
+        seconds = (due - timezone.now()).total_seconds() - early
+        stages.wake_stage(stages.RENDER if render else stages.FETCH, countdown=max(seconds, least))
+
+
 def pages_wait(starts: dict[int, object]) -> int:
     """Queued pages whose host cannot take them now wait for the start time each was given (their
     host's next free slots): no claim looks at them before then. Returns rows changed."""

@@ -14,10 +14,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from crawl.frontier.pages import pages_next_due
-from crawl.frontier.stages import FETCH
+from crawl.frontier.stages import FETCH, wake_stage
 from crawl.frontier.wakeups import session_leave, session_take
 
 from .fetching import claim_round, round_finish, round_prepare, round_start, round_wait, wake_for_next
+from .politeness import GRANT_AHEAD_SECONDS
 
 TICK_SECONDS = 0.1
 # Rounds in flight at once, in fetch batches (CRAWL_FETCH_BATCH): a round's requests wait for their
@@ -38,7 +39,7 @@ def session_run(worker: str) -> list[int] | None:
         return _session(worker, time.monotonic() + seconds)
     finally:
         session_leave(key, end)
-        wake_for_next(FETCH, False, claimed=True)
+        wake_for_next(False, claimed=True)
 
 
 def _session(worker: str, deadline: float) -> list[int]:
@@ -48,7 +49,11 @@ def _session(worker: str, deadline: float) -> list[int]:
     while True:
         in_flight = sum(len(r.sent) for r, _ in running)
         if time.monotonic() < deadline and in_flight < limit:
-            token, pages, grants, _full = claim_round([], min(batch, limit - in_flight), False, worker)
+            token, pages, grants, full = claim_round(
+                [], min(batch, limit - in_flight), False, worker, ahead=GRANT_AHEAD_SECONDS
+            )
+            if full:  # more is ready than one round: the worker's other processes take rounds too
+                wake_stage(FETCH)
             if pages:
                 fetch_round = round_prepare(pages, grants, token, worker)
                 running.append((fetch_round, round_start(fetch_round, render=False)))

@@ -20,10 +20,10 @@ from crawl.fetcher import SLOT_MISSED, FetchLimits, FetchRequest, FetchResponse,
 from crawl.frontier.pages import (
     pages_claim_for_fetch,
     pages_finish,
-    pages_next_due,
     pages_ready,
     pages_send_alone,
     pages_wait,
+    pages_wake_when_due,
 )
 from crawl.frontier.stages import FETCH, RENDER, wake_stage
 from crawl.frontier.verdicts import Fetched, Postpone
@@ -33,7 +33,15 @@ from crawl.urls import host_of, origin_of
 
 from .credentials import project_secrets_for
 from .outcomes import failure, outcome
-from .politeness import GRANT_AHEAD_SECONDS, SLOT_MARGIN, host_back_off, hosts_grant, hosts_learn_delays, hosts_release
+from .politeness import (
+    GRANT_AHEAD_SECONDS,
+    SLOT_MARGIN,
+    host_back_off,
+    hosts_grant,
+    hosts_learn_delays,
+    hosts_note_failures,
+    hosts_release,
+)
 from .projects import sitemaps_offer
 from .rendering import render_page
 from .robots_cache import robots_policies
@@ -67,7 +75,9 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
     `render`), fetch them all at once, and record each result; return the ids now `fetched` (the
     frontier hands them to the extract stage). `page_ids`: exactly those pages (the reaper's, one
     at a time); empty: a wake-up (booked for `wake`, an ISO time), which takes whatever is ready,
-    and, when no other process does, keeps taking it for a while (fetch_session.py)."""
+    and, when no other process of the worker does, keeps taking it for a while (fetch_session.py).
+    Outside a session a claim books no slot ahead, so no process waits for one: a polite host's
+    later slots are the session's."""
     queue = RENDER if render else FETCH
     if wake:
         wakeup_taken(queue, datetime.fromisoformat(wake))
@@ -75,8 +85,8 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
         from .fetch_session import session_run  # it drives this module's rounds
 
         fetched = session_run(worker)
-        if fetched is not None or settings.CRAWL_FETCH_SESSION_SECONDS > 0:
-            return fetched or []  # another process of this worker runs its session
+        if fetched is not None:
+            return fetched
     limit = settings.CRAWL_RENDER_BATCH if render else settings.CRAWL_FETCH_BATCH
     token, pages, grants, full = claim_round(page_ids, limit, render, worker)
     if full:  # more may be ready: another worker process claims it while this one fetches
@@ -85,15 +95,16 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
     if pages:
         fetch_round = round_prepare(pages, grants, token, worker)
         fetched = round_finish(fetch_round, round_wait(fetch_round, round_start(fetch_round, render)))
-    wake_for_next(queue, render, claimed=bool(pages))
+    wake_for_next(render, claimed=bool(pages))
     return fetched
 
 
 @transaction.atomic
-def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = ""):
+def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "", *, ahead: float = 0.0):
     """One short transaction: pick the candidates, book their hosts' slots, lease what may start
-    now, and give the others their hosts' next free slots as due times."""
-    due = timezone.now() + timedelta(seconds=GRANT_AHEAD_SECONDS)
+    now (or within `ahead` seconds: a fetch session's requests wait for their slots on its event
+    loop, where waiting costs nothing), and give the others their hosts' next free slots."""
+    due = timezone.now() + timedelta(seconds=ahead)
     if page_ids:
         candidates = list(Page.objects.filter(id__in=page_ids).values_list("id", "project_id", "host"))
     else:
@@ -103,7 +114,7 @@ def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "")
         return token, [], {}, False
     projects = Project.objects.in_bulk({project_id for _, project_id, _ in candidates})
     wanted = Counter((host, project_id) for _, project_id, host in candidates)
-    grants = hosts_grant(wanted=wanted, projects=projects, token=token)
+    grants = hosts_grant(wanted=wanted, projects=projects, token=token, ahead=ahead)
     now_ids, waits, taken = [], {}, Counter()
     for page_id, project_id, host in candidates:
         grant, index = grants[(host, project_id)], taken[(host, project_id)]
@@ -143,8 +154,13 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
         by_project[page.project_id].append(page)
     for project_pages in by_project.values():
         project = project_pages[0].project
-        allowed, refused = _split_by_robots(project_pages, project)
-        fetch_round.verdicts += [(p, failure(code, text, {"fetched_by": worker})) for p, (code, text) in refused]
+        allowed, refused, unreadable = _split_by_robots(project_pages, project)
+        held = hosts_note_failures(robots_unreadable=unreadable, unreachable=set(), answered=set())
+        for page, (code, text) in refused:
+            if page.host in held:  # the host waits, its pages spend no attempt
+                fetch_round.verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
+            else:
+                fetch_round.verdicts.append((page, failure(code, text, {"fetched_by": worker})))
         now_pages, requests, per_host, blocked = _requests(project, allowed, grants)
         fetch_round.verdicts += blocked
         fetch_round.batches.append((project, requests, per_host))
@@ -194,6 +210,7 @@ def round_finish(fetch_round: FetchRound, responses: list[FetchResponse]) -> lis
     ids now `fetched`."""
     hosts_release(fetch_round.token)
     verdicts, backoffs = list(fetch_round.verdicts), _record_backoffs(responses)
+    _note_reachability(fetch_round.sent, responses)
     for page, response in zip(fetch_round.sent, responses, strict=True):
         if response.error_code == SLOT_MISSED:
             verdicts.append((page, Postpone(SLOT_MISSED, "waiting for its host's next slot", timezone.now())))
@@ -211,16 +228,11 @@ def round_finish(fetch_round: FetchRound, responses: list[FetchResponse]) -> lis
     return fetched
 
 
-def wake_for_next(queue: str, render: bool, *, claimed: bool) -> None:
+def wake_for_next(render: bool, *, claimed: bool) -> None:
     """Book the stage's next wake-up for when its next page is due (a little ahead, so its slot is
     booked in time). A claim that found nothing it could start waits a moment before looking again:
     what is due then waits for a host's connections, which a finishing batch frees."""
-    due = pages_next_due(render=render)
-    if due is None:
-        return
-    now = timezone.now()
-    seconds = (due - now).total_seconds() - GRANT_AHEAD_SECONDS
-    wake_stage(queue, countdown=max(seconds, 0.0 if claimed else IDLE_RETRY_SECONDS))
+    pages_wake_when_due(render=render, early=GRANT_AHEAD_SECONDS, least=0.0 if claimed else IDLE_RETRY_SECONDS)
 
 
 def _render_all(requests: list[FetchRequest], project: Project) -> list[FetchResponse]:
@@ -233,17 +245,18 @@ def _render_all(requests: list[FetchRequest], project: Project) -> list[FetchRes
     return responses
 
 
-def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], list]:
-    """Pages robots.txt lets us fetch, and (page, (error_code, message)) for the others. Each
-    host's Crawl-delay is remembered for the claims that book its slots."""
+def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], list, set[str]]:
+    """Pages robots.txt lets us fetch, (page, (error_code, message)) for the others, and the hosts
+    whose robots.txt could not be read. Each host's Crawl-delay is remembered for the claims that
+    book its slots."""
     if not project.obey_robots:
-        return pages, []
+        return pages, [], set()
     agent = user_agent_of(project)
     policies = robots_policies(
         {origin_of(p.url) for p in pages}, allow_private=allows_private(project), user_agent=agent, proxy=project.proxy
     )
     _offer_sitemaps(project, policies)
-    allowed, refused, delays = [], [], {}
+    allowed, refused, delays, unreadable = [], [], {}, set()
     for page in pages:
         policy = policies[origin_of(page.url)]
         delays[page.host] = policy.crawl_delay(agent)
@@ -251,8 +264,10 @@ def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], l
             allowed.append(page)
         else:
             refused.append((page, policy.refusal()))
+            if policy.unreadable:
+                unreadable.add(page.host)
     hosts_learn_delays(delays)
-    return allowed, refused
+    return allowed, refused, unreadable
 
 
 def _offer_sitemaps(project: Project, policies: dict) -> None:
@@ -301,6 +316,20 @@ def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> Fet
         body=body.encode() if body else None,
         start_at=start_at,
     )
+
+
+UNREACHABLE = ("connect_error", "connect_timeout", "dns_error")
+
+
+def _note_reachability(pages: list[Page], responses: list[FetchResponse]) -> None:
+    """Hosts that answered, and hosts none of whose requests in the round got through."""
+    answered, failed = set(), set()
+    for page, response in zip(pages, responses, strict=True):
+        if response.status_code is not None:
+            answered.add(page.host)
+        elif response.error_code in UNREACHABLE:
+            failed.add(page.host)
+    hosts_note_failures(robots_unreadable=set(), unreachable=failed - answered, answered=answered)
 
 
 def _record_backoffs(responses: list[FetchResponse]) -> dict:

@@ -21,10 +21,11 @@ from django.utils import timezone
 
 from crawl.models import Host, HostLease, Project
 
-GRANT_AHEAD_SECONDS = 1.0  # a claim books slots this far ahead: the requests wait for them on the event loop
+GRANT_AHEAD_SECONDS = 1.0  # a fetch session books slots this far ahead: its requests wait on the event loop
 SLOT_MARGIN = 0.1  # seconds added to each slot: scheduling jitter must never bring two requests closer than the delay
 MAX_BACKOFF_SECONDS = 3600.0
 UNKNOWN_DELAY_SECONDS = 1.0  # a host whose robots.txt is not read yet gets one request; its others wait this long
+NOW_SECONDS = 0.05  # a slot this close counts as now
 
 
 @dataclass
@@ -53,13 +54,14 @@ class HostGrant:
 
 
 def hosts_grant(
-    *, wanted: dict[tuple[str, int], int], projects: dict[int, Project], token: uuid.UUID
+    *, wanted: dict[tuple[str, int], int], projects: dict[int, Project], token: uuid.UUID, ahead: float
 ) -> dict[tuple[str, int], HostGrant]:
     """Book request slots and in-flight capacity on each (host, project) a claim wants pages of,
     in the caller's transaction: host rows are locked in host order (no deadlocks), and a host's
     pages beyond what may start now get the host's next free slots (`slotted_until` remembers how
     far they go, so the next claim's pages queue behind them). The capacity is held by HostLeases
-    under `token`: hosts_release(token) frees it."""
+    under `token`: hosts_release(token) frees it. `ahead`: how far ahead slots may be booked (at
+    most GRANT_AHEAD_SECONDS; 0: only requests that may start now)."""
     now = timezone.now()
     names = sorted({host for host, _ in wanted})
     Host.objects.bulk_create([Host(host=h) for h in names], ignore_conflicts=True)
@@ -67,7 +69,7 @@ def hosts_grant(
     used = _in_flight(names, now)
     grants, leases = {}, []
     for host, project_id in sorted(wanted):
-        grant = _grant(projects[project_id], rows[host], wanted[(host, project_id)], now, used)
+        grant = _grant(projects[project_id], rows[host], wanted[(host, project_id)], now, used, ahead)
         grants[(host, project_id)] = grant
         if grant.granted:
             used[host] = used.get(host, 0) + grant.in_flight
@@ -109,7 +111,7 @@ def _in_flight(hosts: list[str], now: datetime) -> dict[str, int]:
     return {row["host"]: row["n"] for row in live}
 
 
-def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[str, int]) -> HostGrant:
+def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[str, int], ahead: float) -> HostGrant:
     if row.blocked:
         return HostGrant(host=row.host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
     spacing = _spacing(project, row)
@@ -118,10 +120,10 @@ def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[s
     free = min(project.max_per_host, row.max_in_flight or project.max_per_host) - used.get(row.host, 0)
     if free <= 0:  # other batches hold every connection the host allows: these stay due
         return HostGrant(host=row.host, start_at=start, spacing=spacing)
-    if wait > GRANT_AHEAD_SECONDS:
+    if wait > ahead + NOW_SECONDS:
         granted = 0
     elif spacing:
-        granted = min(wanted, int((GRANT_AHEAD_SECONDS - wait) // spacing) + 1)
+        granted = min(wanted, int((ahead - wait) // spacing) + 1)
     else:
         granted = wanted
     if project.obey_robots and row.crawl_delay is None:
@@ -165,6 +167,31 @@ def _apply_bucket(project: Project, grants: dict[str, HostGrant]) -> None:
             refill = now + timedelta(seconds=(grant.granted - paid) / row.rate_limit)
             grant.granted, grant.later = paid, max(grant.later or refill, refill)
     Project.objects.filter(id=row.id).update(bucket_tokens=tokens, bucket_updated_at=now)
+
+
+HOLD_BASE_SECONDS = 30.0
+HOLD_AFTER_FAILURES = 3  # pages of a host failing this many times in a row hold the host back
+
+
+def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str], answered: set[str]) -> dict:
+    """Record how each host of a round did. A host whose robots.txt cannot be read (5xx, no answer)
+    is held back at once: every page of it would be refused. One that did not answer a request
+    HOLD_AFTER_FAILURES rounds in a row is held back too. The hold starts at HOLD_BASE_SECONDS and
+    doubles with each failure in a row, up to an hour; an answer resets the count. Its pages wait
+    for the hold instead of spending attempts. Returns {host: held until}."""
+    if answered:
+        Host.objects.filter(host__in=sorted(answered), failures__gt=0).update(failures=0)
+    held = {}
+    for host in sorted(robots_unreadable | unreachable):
+        with transaction.atomic():
+            row, _ = Host.objects.select_for_update().get_or_create(host=host)
+            row.failures += 1
+            if host in robots_unreadable or row.failures >= HOLD_AFTER_FAILURES:
+                seconds = min(MAX_BACKOFF_SECONDS, HOLD_BASE_SECONDS * 2 ** min(row.failures - 1, 12))
+                until = timezone.now() + timedelta(seconds=seconds)
+                row.backoff_until = held[host] = max(until, row.backoff_until or until)
+            row.save(update_fields=["failures", "backoff_until", "updated_at"])
+    return held
 
 
 def host_back_off(*, host: str, seconds: float, status: int) -> datetime:
