@@ -203,3 +203,42 @@ def test_the_fetch_stage_asks_robots_txt_about_the_url_as_the_site_linked_it(db)
         page.refresh_from_db()
         assert (page.state, page.error_code) == ("failed", "robots_disallowed")
         assert "/search" not in " ".join(path for _, path in server.log)
+
+
+def test_a_robots_txt_that_answers_5xx_holds_its_host_and_fails_no_page(db):
+    """The site's robots.txt is down for a while: its pages wait for the host, spending no attempt,
+    the hold grows with each failure in a row, and once robots.txt answers the pages are fetched."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from crawl.models import Host, Page
+    from crawl.services.fetching import pages_fetch
+    from crawl.services.projects import project_get_or_create, seeds_add
+    from crawl.services.robots_cache import forget_robots
+    from tests.servers import Site, SiteServer
+
+    site = Site(default=(200, {"Content-Type": "text/html"}, b"<html><body>ok</body></html>"))
+    site.files["/robots.txt"] = (503, {"Content-Type": "text/plain"}, b"down")
+    with SiteServer(site) as server:
+        project = project_get_or_create(name="robots-down", allow_private=True)
+        ids = seeds_add(project=project, urls=[f"{server.url}/", f"{server.url}/other"])
+        holds = []
+        for _ in range(4):
+            forget_robots()
+            past = timezone.now() - timedelta(seconds=1)  # the hold is over
+            Page.objects.filter(id__in=ids).update(next_fetch_at=past)
+            Host.objects.update(backoff_until=None, next_allowed_at=past)
+            before = timezone.now()
+            pages_fetch(page_ids=ids)
+            pages = Page.objects.filter(id__in=ids)
+            assert {(p.state, p.attempts) for p in pages} == {("queued", 0)}, "waiting, no attempt spent"
+            holds.append((max(p.next_fetch_at for p in pages) - before).total_seconds())
+        assert holds == sorted(holds) and holds[-1] >= 4 * holds[0] - 1, holds
+        site.files["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nAllow: /\n")
+        forget_robots()
+        past = timezone.now() - timedelta(seconds=1)
+        Page.objects.filter(id__in=ids).update(next_fetch_at=past)
+        Host.objects.update(backoff_until=None, next_allowed_at=past)
+        assert sorted(pages_fetch(page_ids=ids)) == sorted(ids)
+        assert Host.objects.get().failures == 0
