@@ -393,6 +393,9 @@ class Host(models.Model):
         default=0,
         help_text="Failures in a row (robots.txt unreadable, the host unreachable): each holds it back longer.",
     )
+    throttle_delay = models.FloatField(
+        default=0.0, help_text="Seconds added between requests after 429/503 answers without Retry-After (adaptive)."
+    )
     slotted_until = models.DateTimeField(
         null=True, blank=True, help_text="Pages waiting for this host have been given start times up to here."
     )

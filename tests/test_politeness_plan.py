@@ -78,3 +78,43 @@ def test_it_pays_requests_from_the_projects_token_bucket(project):
     assert first.granted == 3, "a full bucket pays for the burst"
     assert first.later >= timezone.now() + timedelta(seconds=1.5)
     assert grant(project, n=5).granted == 0, "the bucket is empty until it refills"
+
+
+def test_a_host_answering_429_without_retry_after_is_slowed_down_then_recovers(project):
+    """AutoThrottle's idea: each 429 without Retry-After doubles the host's extra delay and holds it
+    that long, its pages wait without spending attempts; answers bring the delay back down."""
+    from crawl.models import Page
+    from crawl.services.fetching import pages_fetch
+    from crawl.services.projects import seeds_add
+    from tests.servers import Site, SiteServer
+
+    project.allow_private, project.obey_robots = True, False
+    project.save()
+    site = Site(default=(200, {"Content-Type": "text/html"}, b"<html><body>ok</body></html>"))
+    site.files["/busy"] = (429, {"Content-Type": "text/plain"}, b"too many requests")
+    with SiteServer(site) as server:
+        (page_id,) = seeds_add(project=project, urls=[f"{server.url}/busy"])
+        delays = []
+        for _ in range(3):
+            past = timezone.now() - timedelta(seconds=1)
+            Page.objects.filter(id=page_id).update(next_fetch_at=past)
+            Host.objects.update(backoff_until=None, next_allowed_at=past)
+            assert pages_fetch(page_ids=[page_id]) == []
+            host = Host.objects.get()
+            delays.append(host.throttle_delay)
+            page = Page.objects.get(id=page_id)
+            assert (page.state, page.attempts, page.error_code) == ("queued", 0, "http_429"), "it waits, no attempt"
+            assert page.next_fetch_at >= host.backoff_until - timedelta(seconds=0.01)
+        assert delays == [1.0, 2.0, 4.0]
+        with transaction.atomic():
+            wanted, projects = {(host.host, project.id): 2}, {project.id: project}
+            grants = hosts_grant(wanted=wanted, projects=projects, token=uuid.uuid4(), ahead=GRANT_AHEAD_SECONDS)
+        assert grants[(host.host, project.id)].spacing >= 4.0, "the host's slots are spaced by its extra delay"
+        HostLease.objects.all().delete()
+        for expected in (3.2, 2.56):
+            site.files["/busy"] = (200, {"Content-Type": "text/html"}, f"<html><body>{expected}</body></html>".encode())
+            past = timezone.now() - timedelta(seconds=1)
+            Page.objects.filter(id=page_id).update(state="queued", next_fetch_at=past)
+            Host.objects.update(backoff_until=None, next_allowed_at=past)
+            assert pages_fetch(page_ids=[page_id]) == [page_id]
+            assert Host.objects.get().throttle_delay == pytest.approx(expected)

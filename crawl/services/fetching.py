@@ -41,6 +41,7 @@ from .politeness import (
     hosts_learn_delays,
     hosts_note_failures,
     hosts_release,
+    hosts_throttle,
 )
 from .projects import sitemaps_offer
 from .rendering import render_page
@@ -333,14 +334,18 @@ def _note_reachability(pages: list[Page], responses: list[FetchResponse]) -> Non
 
 
 def _record_backoffs(responses: list[FetchResponse]) -> dict:
-    """Hosts that answered 429/503 with Retry-After: every worker holds back until then."""
-    until = {}
+    """Hosts that answered 429/503: with Retry-After every worker holds back until then; without,
+    the host's adaptive delay grows (and shrinks again as it answers). Returns {host: held until}."""
+    until, throttled, answered = {}, set(), set()
     for response in responses:
-        seconds = retry_after_seconds(response)
+        host, seconds = host_of(response.url), retry_after_seconds(response)
         if seconds:
-            host = host_of(response.url)
             until[host] = host_back_off(host=host, seconds=seconds, status=response.status_code)
-    return until
+        elif response.status_code in (429, 503):
+            throttled.add(host)
+        elif response.status_code is not None and response.status_code < 400:
+            answered.add(host)
+    return until | hosts_throttle(slowed=throttled, answered=answered - throttled)
 
 
 def _store_contents(pages, responses, verdicts: dict, written: set[int]) -> list[int]:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum, Value
+from django.db.models import Case, F, Sum, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -26,6 +26,9 @@ SLOT_MARGIN = 0.1  # seconds added to each slot: scheduling jitter must never br
 MAX_BACKOFF_SECONDS = 3600.0
 UNKNOWN_DELAY_SECONDS = 1.0  # a host whose robots.txt is not read yet gets one request; its others wait this long
 NOW_SECONDS = 0.05  # a slot this close counts as now
+# A polite host's first slot is booked this far from the claim, so the request is on time at its slot
+# after the claim's own writes (a request later than its slot is not sent).
+LEAD_SECONDS = 0.25
 
 
 @dataclass
@@ -115,8 +118,9 @@ def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[s
     if row.blocked:
         return HostGrant(host=row.host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
     spacing = _spacing(project, row)
-    start = max(now, row.next_allowed_at, row.backoff_until or now)
-    wait = (start - now).total_seconds()
+    earliest = now + timedelta(seconds=LEAD_SECONDS if spacing else 0.0)
+    start = max(earliest, row.next_allowed_at, row.backoff_until or now)
+    wait = (start - earliest).total_seconds()
     free = min(project.max_per_host, row.max_in_flight or project.max_per_host) - used.get(row.host, 0)
     if free <= 0:  # other batches hold every connection the host allows: these stay due
         return HostGrant(host=row.host, start_at=start, spacing=spacing)
@@ -140,7 +144,7 @@ def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[s
 
 def _spacing(project: Project, row: Host) -> float:
     robots_delay = (row.crawl_delay or 0.0) if project.obey_robots else 0.0
-    delay = max(project.min_delay, row.min_delay or 0.0, robots_delay)
+    delay = max(project.min_delay, row.min_delay or 0.0, robots_delay) + row.throttle_delay
     return delay + SLOT_MARGIN if delay > 0 else 0.0
 
 
@@ -191,6 +195,32 @@ def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str], a
                 until = timezone.now() + timedelta(seconds=seconds)
                 row.backoff_until = held[host] = max(until, row.backoff_until or until)
             row.save(update_fields=["failures", "backoff_until", "updated_at"])
+    return held
+
+
+THROTTLE_START_SECONDS, THROTTLE_MAX_SECONDS, THROTTLE_DECAY = 1.0, 60.0, 0.8
+
+
+def hosts_throttle(*, slowed: set[str], answered: set[str]) -> dict[str, datetime]:
+    """AutoThrottle's idea for hosts that say "too many requests" without saying how long to wait:
+    each 429/503 doubles the host's adaptive delay (from THROTTLE_START_SECONDS, at most
+    THROTTLE_MAX_SECONDS) and holds the host that long; each round it answers normally, the delay
+    shrinks back, never below the configured one (it is added on top). Returns {host: held until}."""
+    if answered:
+        Host.objects.filter(host__in=sorted(answered), throttle_delay__gt=0).update(
+            throttle_delay=Case(
+                When(throttle_delay__lt=THROTTLE_START_SECONDS / 4, then=Value(0.0)),
+                default=F("throttle_delay") * THROTTLE_DECAY,
+            )
+        )
+    held = {}
+    for host in sorted(slowed):
+        with transaction.atomic():
+            row, _ = Host.objects.select_for_update().get_or_create(host=host)
+            row.throttle_delay = min(THROTTLE_MAX_SECONDS, max(THROTTLE_START_SECONDS, 2 * row.throttle_delay))
+            until = timezone.now() + timedelta(seconds=row.throttle_delay)
+            row.backoff_until = held[host] = max(until, row.backoff_until or until)
+            row.save(update_fields=["throttle_delay", "backoff_until", "updated_at"])
     return held
 
 
