@@ -62,9 +62,12 @@ faults: install-dev system-deps services
 	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/test_fuzz_decoding.py $(PYTEST_ARGS)
 
 # The benchmark: crawlhub distributed and embedded, then Scrapy, on the same site; prints the ratio table
-# (also var/bench/latest.md and .json). Uses the optional shared benchmark (a shared/bench folder beside the repository) when present. About 6 min; run nothing else.
+# (also var/bench/latest.md and .json). Uses the optional shared benchmark (a shared/bench folder beside the repository) when present.
+# Then the broad scenario: 100 polite hosts of 31 pages each, crawlhub beside the Scrapy broad peer (var/bench/broad.md).
+# About 10 min; run nothing else.
 bench: install-dev services
 	$(BIN)/python -m bench.compare $(ARGS)
+	$(BIN)/python -m bench.broad
 
 lint: install-dev
 	$(BIN)/ruff check .

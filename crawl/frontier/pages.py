@@ -29,6 +29,7 @@ QUEUED, LEASED, FETCHED = Page.State.QUEUED, Page.State.LEASED, Page.State.FETCH
 EXTRACTED, DONE, FAILED = Page.State.EXTRACTED, Page.State.DONE, Page.State.FAILED
 CHUNK = 500
 BY_PRIORITY = ("-priority", "id")
+EXTRACT_BACKLOG = 10  # extract batches of a project's fetched pages that may wait before its fetching pauses
 
 log = logging.getLogger("crawlhub.frontier")
 
@@ -42,9 +43,12 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     projects of the stage: each offers an equal share (highest priority, then earliest due, first),
     a share another project leaves unused goes to those with more, and the shares are interleaved.
     Rows another claim holds locked are skipped (PostgreSQL), so claims running at once take
-    different pages. Each project's share is one probe of the page_ready index: the cost follows
-    the batch and the number of projects, not the size of the frontier."""
-    projects = _active_project_ids(render_js=render)
+    different pages. A project whose fetched pages wait for extraction beyond EXTRACT_BACKLOG
+    batches fetches nothing more until they are extracted: its extract messages stay few, so
+    another project's pages are never extracted behind a long queue of its own. Each project's
+    share is one probe of the page_ready index: the cost follows the batch and the number of
+    projects, not the size of the frontier."""
+    projects = [p for p in _active_project_ids(render_js=render) if not _extract_backlogged(p)]
     offers: dict[int, list] = {p: [] for p in projects}
     wanted = limit
     while projects and wanted > 0:
@@ -58,6 +62,12 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
         projects = full  # smaller each round while rows are wanted: some project ran out
     interleaved = [row for rows in itertools.zip_longest(*offers.values()) for row in rows if row]
     return interleaved[:limit]
+
+
+def _extract_backlogged(project_id: int) -> bool:
+    waiting = Page.objects.filter(project_id=project_id, state=FETCHED).values("id")
+    backlog = EXTRACT_BACKLOG * settings.CRAWL_EXTRACT_BATCH
+    return waiting[backlog : backlog + 1].exists()
 
 
 def _due_rows(project_id: int, due, offset: int, count: int) -> list[tuple[int, int, str]]:

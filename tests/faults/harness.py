@@ -31,11 +31,13 @@ import redis
 from bench.check import assert_complete, canon_path
 from bench.sitegen import Site
 from bench.truth import ground_truth
+from crawl.services.fetch_session import IN_FLIGHT_BATCHES
 from tests.conftest import BASE_DIR, generated_site, last_json_line
 from tests.servers import SiteServer
 
 FULL = os.environ.get("CRAWLHUB_FAULTS", "") == "full"
 FETCH_BATCH = 10  # small batches: the pages one killed process can hold, so L4 is a tight bound
+HOLDS = FETCH_BATCH * IN_FLIGHT_BATCHES  # the most one process holds: a fetch session's claims in flight
 POOL = 2  # processes per worker (celery -c)
 full_only = pytest.mark.skipif(not FULL, reason="part of `make faults` (CRAWLHUB_FAULTS=full), not of `make test`")
 TIMEOUT = 900 if FULL else 300  # seconds a scenario may take (pytest-timeout)
@@ -80,7 +82,7 @@ class FaultCrawl:
     delay: float = 0.0
     project: str = "faults"
     kills: int = 0
-    per_kill: int = FETCH_BATCH * POOL
+    per_kill: int = HOLDS * POOL
     server: SiteServer | None = None
     crawl: subprocess.Popen | None = None
     started: float = 0.0

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_manage
-from tests.faults.harness import FETCH_BATCH, TIMEOUT, FaultCrawl, full_only, pool_children, sigkill, site_of
+from tests.faults.harness import HOLDS, TIMEOUT, FaultCrawl, full_only, pool_children, sigkill, site_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TIMEOUT)]
 
@@ -33,7 +33,7 @@ def test_9_the_embedded_mode_survives_killed_workers_without_database_locks(work
     assert run_manage(["migrate", "-v0"], env).returncode == 0
     scenario = "9 embedded (SQLite): " + ("SIGKILL pool children" if kill else "baseline")
     with FaultCrawl(scenario, site, NoWorkers(), env, tmp_path, delay=0.05, crawl_workers=2) as run:
-        run.per_kill = FETCH_BATCH
+        run.per_kill = HOLDS
         run.start()
         if kill:
             run.wait_for(lambda: run.done() >= 20)

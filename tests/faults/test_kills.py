@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.harness import (
-    FETCH_BATCH,
+    HOLDS,
     POOL,
     TIMEOUT,
     FaultCrawl,
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(TIMEOUT)]
 def test_1_a_fetch_pool_child_killed_every_2_seconds_loses_nothing(workers, worker_env, tmp_path):
     site = site_of(quick=150, full=3000)
     with FaultCrawl("1 SIGKILL a fetch pool child every 2 s", site, workers, worker_env, tmp_path, delay=0.02) as run:
-        run.per_kill = FETCH_BATCH  # one pool child holds one batch
+        run.per_kill = HOLDS  # one pool child: a fetch session's claims in flight
         run.start_workers()
         run.start()
         run.wait_for(lambda: run.done() >= 20)
@@ -46,7 +46,7 @@ def test_2_a_whole_worker_killed_every_20_seconds_and_restarted_loses_nothing(wo
     site = site_of(quick=300, full=3000)
     scenario = "2 SIGKILL a whole worker every 20 s, restart"
     with FaultCrawl(scenario, site, workers, worker_env, tmp_path, delay=0.05) as run:
-        run.per_kill = FETCH_BATCH * POOL  # every process of the worker, one batch each
+        run.per_kill = HOLDS * POOL  # every process of the worker
         run.start_workers()
         run.start()
         stages = ["fetch", "extract", "download"]
@@ -100,7 +100,7 @@ def test_8_a_worker_paused_past_its_lease_has_its_late_write_rejected(workers, w
         zombie = workers.procs["fetch-a"].pid
         os.killpg(zombie, signal.SIGSTOP)
         run.kills = 1  # a paused batch is fetched again by someone else
-        run.per_kill = FETCH_BATCH
+        run.per_kill = HOLDS
         workers.start("fetch-b", "fetch", concurrency=POOL)
         run.finish()
         os.killpg(zombie, signal.SIGCONT)

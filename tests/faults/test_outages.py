@@ -7,7 +7,7 @@ which the rest of the suite uses, are never touched.
 import pytest
 
 from tests.conftest import run_manage
-from tests.faults.harness import FETCH_BATCH, POOL, TIMEOUT, FaultCrawl, full_only, site_of
+from tests.faults.harness import HOLDS, POOL, TIMEOUT, FaultCrawl, full_only, site_of
 from tests.faults.servers import PostgresServer, RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TIMEOUT)]
@@ -34,7 +34,7 @@ def test_4_redis_restarted_or_lost_mid_crawl(workers, worker_env, tmp_path, priv
     site = site_of(quick=200, full=2000)
     what = "killed, queue lost" if lose_queue else "restarted"
     with FaultCrawl(f"4 Redis {what} mid-crawl", site, workers, env, tmp_path, delay=0.02) as run:
-        run.per_kill = 3 * FETCH_BATCH * POOL  # every fetch batch in flight or reserved at the outage
+        run.per_kill = 3 * HOLDS * POOL  # every fetch batch in flight or reserved at the outage
         run.start_workers()
         run.start()
         run.wait_for(lambda: run.done() >= 40)
@@ -55,7 +55,7 @@ def test_5_postgresql_restarted_mid_crawl(workers, worker_env, tmp_path, private
     assert run_manage(["migrate", "-v0"], env).returncode == 0
     site = site_of(quick=200, full=2000)
     with FaultCrawl("5 PostgreSQL restarted mid-crawl", site, workers, env, tmp_path, delay=0.02) as run:
-        run.per_kill = 3 * FETCH_BATCH * POOL  # every batch whose transaction was cut
+        run.per_kill = 3 * HOLDS * POOL  # every batch whose transaction was cut
         run.start_workers()
         run.start()
         run.wait_for(lambda: run.done() >= 40)
