@@ -5,12 +5,14 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils.text import slugify
 
 from crawl.frontier.discovery import forget_scope, seeds_enqueue
-from crawl.models import Project, Seed
+from crawl.frontier.pages import pages_requeue
+from crawl.models import Page, Project, Seed
 from crawl.netguard import BlockedAddress, check_addresses, getaddrinfo
-from crawl.urls import InvalidURL, canonicalize, host_of
+from crawl.urls import InvalidURL, canonicalize, host_of, url_key
 
 
 def project_get_or_create(*, name: str, **settings_) -> Project:
@@ -63,6 +65,25 @@ def seeds_add(*, project: Project, urls: list[str], kind: str = Seed.Kind.PAGE) 
     Seed.objects.bulk_create([Seed(project=project, url=u.strip(), kind=kind) for u in urls], ignore_conflicts=True)
     forget_scope(project.id)
     return seeds_enqueue(project)
+
+
+@transaction.atomic
+def seeds_retry_failed(*, project: Project, urls: list[str]) -> list[int]:
+    """Give another chance to the failed seed rows among `urls`, and to every page refused for its
+    private address once the project allows private ones: a crawl run again (with the flag the
+    refusal named, or once the site is back up) tries them again instead of finding nothing owed.
+    Returns the ids queued (published after the commit)."""
+    keys = []
+    for url in urls:
+        try:
+            keys.append(url_key(canonicalize(url)))
+        except InvalidURL:
+            continue  # still not a URL: refused up front again
+    again = Q(is_seed=True, url_key__in=keys)
+    if project.allow_private or settings.CRAWL_ALLOW_PRIVATE:
+        again |= Q(error_code="blocked_address")
+    failed = Page.objects.filter(again, project=project, state=Page.State.FAILED)
+    return pages_requeue(failed, from_states=(Page.State.FAILED,))
 
 
 _OFFERED: set[tuple[int, str]] = set()

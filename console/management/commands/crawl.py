@@ -17,6 +17,7 @@ import redis.exceptions
 from django import db
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -30,7 +31,13 @@ from crawl.frontier.pages import pages_publish_owed
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope
 from crawl.models import Page, Project
-from crawl.services.projects import project_get_or_create, project_name_for, seed_problem, seeds_add
+from crawl.services.projects import (
+    project_get_or_create,
+    project_name_for,
+    seed_problem,
+    seeds_add,
+    seeds_retry_failed,
+)
 from crawl.workers import EmbeddedWorker
 from scrape.sinks.delivery import project_sink_counts, sinks_owed, sinks_tick
 
@@ -140,6 +147,7 @@ class Command(BaseCommand):
             new_ids = seeds_add(project=project, urls=opts["urls"])
             new_ids += seeds_add(project=project, urls=opts["sitemap"], kind="sitemap")
             new_ids += seeds_add(project=project, urls=opts["feed"], kind="feed")
+            new_ids += seeds_retry_failed(project=project, urls=every_url)
             # Work left over from an interrupted run is published now, not after the republish timeout.
             pages_publish_owed(Page.objects.filter(project=project).exclude(id__in=new_ids))
             assets_publish_owed(project.assets.all())
@@ -291,17 +299,22 @@ class Command(BaseCommand):
             "bytes": counts["bytes"],
             "sinks": project_sink_counts(project.id),
             "seconds": round(time.monotonic() - started, 2),
+            "nothing_to_do": completed and not any(counts[k] for k in WORK_DONE),
+            "earlier": _earlier_pages(project),
         }
 
     def _report(self, summary: dict, as_json: bool) -> None:
         s = summary
-        rate = (s["pages_fetched"] + s["pages_failed"]) / s["seconds"] if s["seconds"] else 0
-        not_parsed = f" ({s['pages_not_parsed']} not parsed: not HTML)" if s["pages_not_parsed"] else ""
-        self.stdout.write(
-            f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
-            f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed) "
-            f"in {s['seconds']} s ({rate:.0f} pages/s)"
-        )
+        if s["nothing_to_do"]:
+            self.stdout.write(_nothing_line(s))
+        else:
+            rate = (s["pages_fetched"] + s["pages_failed"]) / s["seconds"] if s["seconds"] else 0
+            not_parsed = f" ({s['pages_not_parsed']} not parsed: not HTML)" if s["pages_not_parsed"] else ""
+            self.stdout.write(
+                f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
+                f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed) "
+                f"in {s['seconds']} s ({rate:.0f} pages/s)"
+            )
         for code, n in s["errors"].items():
             self.stdout.write(f"  {n:6d} {code}")
         for name, c in s["sinks"].items():
@@ -311,6 +324,24 @@ class Command(BaseCommand):
             )
         if as_json:
             self.stdout.write(json.dumps(summary))
+
+
+WORK_DONE = ("pages_done", "pages_failed", "assets_done", "assets_failed")
+
+
+def _earlier_pages(project: Project) -> dict[str, int]:
+    rows = Page.objects.filter(project=project, state__in=(Page.State.DONE, Page.State.FAILED))
+    return dict(rows.values_list("state").annotate(n=Count("id")).order_by())
+
+
+def _nothing_line(s: dict) -> str:
+    """A run that fetched nothing says so, what earlier runs left, and the way to fetch them again."""
+    done, failed = s["earlier"].get("done", 0), s["earlier"].get("failed", 0)
+    retry = f", `manage.py requeue {s['project']}` retries the {failed} failed" if failed else ""
+    return (
+        f"{s['project']} job {s['job']}: nothing to crawl, every page is finished ({done} done, {failed} failed "
+        f"by earlier runs); --recrawl fetches the done pages again{retry}"
+    )
 
 
 def _progress_table(progress: dict, elapsed: float) -> Table:

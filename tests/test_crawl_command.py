@@ -1,0 +1,72 @@
+"""The crawl command as a newcomer meets it on the embedded default: a crawl run again after a
+refusal or an outage tries again, a run with nothing to do says so, its times are the work's."""
+
+import os
+import socket
+
+import pytest
+
+from tests.conftest import last_json_line, run_manage
+from tests.servers import Site, SiteServer
+
+pytestmark = pytest.mark.integration
+
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+
+
+def small_site() -> Site:
+    page = lambda links: (200, HTML, "".join(f'<a href="{u}">{u}</a>' for u in links).encode())  # noqa: E731
+    return Site(files={"/": page(["/a", "/b"]), "/a": page(["/b"]), "/b": page(["/"])})
+
+
+@pytest.fixture
+def embedded_env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
+    env |= {"CRAWL_MAX_ATTEMPTS": "1"}  # a failure is final at once: no back-off to wait out
+    assert run_manage(["migrate", "-v0"], env).returncode == 0
+    return env
+
+
+def crawl(env: dict, *args: str) -> tuple[int, dict, str]:
+    done = run_manage(["crawl", *args, "--json", "--timeout", "120"], env)
+    return done.returncode, last_json_line(done.stdout), done.stdout + done.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_refused_seed_is_crawled_when_the_crawl_is_run_again_with_the_flag_it_names(embedded_env):
+    with SiteServer(small_site()) as server:
+        code, refused, output = crawl(embedded_env, f"{server.url}/", "--project", "t1")
+        assert code == 1 and "--allow-private" in output and refused["errors"] == {"blocked_address": 1}
+        code, again, output = crawl(embedded_env, f"{server.url}/", "--project", "t1", "--allow-private")
+    assert code == 0, output
+    assert (again["state"], again["pages_fetched"], again["pages_failed"]) == ("succeeded", 3, 0)
+    assert sorted(server.paths()) == ["/", "/a", "/b", "/robots.txt"]
+
+
+def test_a_seed_whose_site_was_down_is_crawled_when_the_crawl_is_run_again(embedded_env):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    code, down, output = crawl(embedded_env, url, "--project", "down", "--allow-private")
+    assert code == 1 and down["state"] == "failed" and down["pages_fetched"] == 0, output
+    with SiteServer(small_site(), port=port):
+        code, back, output = crawl(embedded_env, url, "--project", "down")
+    assert code == 0, output
+    assert (back["state"], back["pages_fetched"], back["pages_failed"]) == ("succeeded", 3, 0)
+
+
+def test_a_run_that_fetched_nothing_says_so_and_how_to_fetch_again_not_succeeded(embedded_env):
+    with SiteServer(small_site()) as server:
+        code, first, output = crawl(embedded_env, f"{server.url}/", "--project", "again", "--allow-private")
+        assert code == 0 and first["pages_fetched"] == 3, output
+        code, again, output = crawl(embedded_env, f"{server.url}/", "--project", "again")
+    assert code == 0, output
+    line = output.splitlines()[0]
+    assert again["nothing_to_do"] is True and (again["pages_fetched"], again["pages_failed"]) == (0, 0)
+    assert "succeeded" not in line and "pages/s" not in line
+    assert "nothing to crawl" in line and "3 done, 0 failed by earlier runs" in line and "--recrawl" in line
