@@ -6,8 +6,10 @@ in `stats` when it ends. `jobs_tick` (beat, every few seconds; the crawl command
 starts the jobs whose first row was claimed and ends those whose project owes no more work.
 """
 
+from datetime import datetime, timedelta
+
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, Max, Min, Sum
 from django.utils import timezone
 
 from console import control
@@ -164,11 +166,11 @@ def job_cancel(*, job: Job, user=None) -> bool:
     return True
 
 
-def _end(job: Job, state: str, message: str) -> None:
-    now = timezone.now()
-    job.stats = job_counts(job, now=now)
-    job.state, job.finished_at, job.message = state, now, message
-    job.save(update_fields=["stats", "state", "finished_at", "message"])
+def _end(job: Job, state: str, message: str, *, finished_at=None) -> None:
+    job.finished_at = finished_at or timezone.now()
+    job.stats = job_counts(job)
+    job.state, job.message = state, message
+    job.save(update_fields=["stats", "state", "started_at", "finished_at", "message"])
     Project.objects.filter(id=job.project_id, job_id=job.id).update(job_id=None)
 
 
@@ -178,8 +180,9 @@ def jobs_tick() -> dict[str, int]:
     started = ended = 0
     for job in Job.objects.filter(state__in=(Job.State.QUEUED, Job.State.RUNNING)).select_related("project"):
         if job.state == Job.State.QUEUED and _claimed_any(job):
+            began = job_span(job)[0] or timezone.now()
             started += Job.objects.filter(id=job.id, state=Job.State.QUEUED).update(
-                state=Job.State.RUNNING, started_at=timezone.now()
+                state=Job.State.RUNNING, started_at=began
             )
         if job.project.status == Project.Status.ACTIVE and not _owes_work(job.project_id):
             ended += job_finish(job=job)
@@ -199,11 +202,25 @@ def job_finish(*, job: Job) -> bool:
         else:
             state = Job.State.SUCCEEDED
             message = f"{done} pages done, {failed} failed" if done or failed else "nothing was owed"
-        if job.started_at is None:
-            job.started_at = job.created_at
-            job.save(update_fields=["started_at"])
-        _end(job, state, message)
+        began, last = job_span(job)
+        known = [t for t in (began, job.started_at) if t is not None]
+        job.started_at = min(known) if known else job.created_at  # nothing claimed: it ends as it begins
+        _end(job, state, message, finished_at=last)
     return True
+
+
+def job_span(job: Job) -> tuple[datetime | None, datetime | None]:
+    """When the job's work began and last finished, read from its rows (not from the tick that
+    noticed): its first fetch began fetch_ms before that page's fetched_at, and its rows' latest
+    write is the last finish. Rows written before the job was created are an earlier job's."""
+    since, pages = job.created_at, Page.objects.filter(job_id=job.id, updated_at__gte=job.created_at)
+    first = pages.filter(fetched_at__gte=since).order_by("fetched_at").values_list("fetched_at", "fetch_ms").first()
+    began = first[0] - timedelta(milliseconds=first[1] or 0) if first else None
+    assets = MediaAsset.objects.filter(job_id=job.id, updated_at__gte=since)
+    spans = [rows.aggregate(first=Min("updated_at"), last=Max("updated_at")) for rows in (pages, assets)]
+    firsts = [t for t in [began, *(span["first"] for span in spans)] if t is not None]
+    lasts = [span["last"] for span in spans if span["last"] is not None]
+    return (min(firsts) if firsts else None), (max(lasts) if lasts else None)
 
 
 def job_actions(job: Job) -> list[str]:

@@ -1,6 +1,7 @@
 """The crawl command as a newcomer meets it on the embedded default: a crawl run again after a
 refusal or an outage tries again, a run with nothing to do says so, its times are the work's."""
 
+import json
 import os
 import socket
 
@@ -70,3 +71,17 @@ def test_a_run_that_fetched_nothing_says_so_and_how_to_fetch_again_not_succeeded
     assert again["nothing_to_do"] is True and (again["pages_fetched"], again["pages_failed"]) == (0, 0)
     assert "succeeded" not in line and "pages/s" not in line
     assert "nothing to crawl" in line and "3 done, 0 failed by earlier runs" in line and "--recrawl" in line
+
+
+def test_the_summarys_time_and_rate_are_the_jobs_own(embedded_env):
+    with SiteServer(small_site()) as server:
+        code, summary, output = crawl(embedded_env, f"{server.url}/", "--project", "timed", "--allow-private")
+    assert code == 0, output
+    listed = run_manage(["jobs", "timed", "--json"], embedded_env)
+    job = json.loads(listed.stdout.splitlines()[0])
+    assert job["id"] == summary["job"] and job["started_at"] and job["finished_at"]
+    assert (summary["seconds"], summary["pages_per_second"]) == (
+        job["counts"]["seconds"],
+        job["counts"]["pages_per_second"],
+    )
+    assert f"in {summary['seconds']} s ({summary['pages_per_second']:.1f} pages/s)" in output

@@ -57,6 +57,22 @@ def test_a_job_starts_with_its_first_claim_and_ends_by_itself_when_drained(proje
     assert project.job_id is None, "the project runs no job any more"
 
 
+def test_a_jobs_times_and_rate_are_its_works_from_the_first_fetch_to_the_last_finish(project):
+    now = timezone.now()
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    Job.objects.filter(id=job.id).update(created_at=now - timedelta(seconds=60))
+    pages = [add_page(project, f"http://a.test/{i}", "done", fetch_ms=500) for i in range(15)]
+    stamp(job, *pages)
+    for i, page in enumerate(pages):  # fetched from 50 s ago, one every half second: 7 s of work
+        at = now - timedelta(seconds=50 - i / 2)
+        Page.objects.filter(id=page.id).update(fetched_at=at, updated_at=at)
+    assert jobs.jobs_tick() == {"started": 1, "ended": 1}, "the tick comes seconds after the work"
+    job.refresh_from_db()
+    assert job.started_at == now - timedelta(seconds=50.5), "the first fetch began fetch_ms before it ended"
+    assert job.finished_at == now - timedelta(seconds=43), "the last row finished"
+    assert (job.stats["seconds"], job.stats["pages_per_second"]) == (7.5, 2.0)
+
+
 def test_a_job_whose_every_page_failed_failed(project):
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
     stamp(job, add_page(project, "http://a.test/x", "failed", error_code="blocked_address"))

@@ -162,7 +162,7 @@ class Command(BaseCommand):
             if completed:
                 job_finish(job=job)
             job.refresh_from_db()
-            summary = self._summary(project, job, started, completed)  # the crawl's time, not the shutdown's
+            summary = self._summary(project, job, completed)
         finally:
             if worker:
                 if completed:
@@ -279,7 +279,7 @@ class Command(BaseCommand):
         sys.stderr.write(f"[{elapsed:6.1f}s] pages: {states or '-'} | assets: {assets or '-'}\n")
         sys.stderr.flush()
 
-    def _summary(self, project: Project, job: Job, started: float, completed: bool) -> dict:
+    def _summary(self, project: Project, job: Job, completed: bool) -> dict:
         counts = job_counts(job)
         return {
             "project": project.slug,
@@ -298,7 +298,8 @@ class Command(BaseCommand):
             "assets_failed": counts["assets_failed"],
             "bytes": counts["bytes"],
             "sinks": project_sink_counts(project.id),
-            "seconds": round(time.monotonic() - started, 2),
+            "seconds": counts["seconds"],  # the job's, from its first claim to its last finish
+            "pages_per_second": counts["pages_per_second"],
             "nothing_to_do": completed and not any(counts[k] for k in WORK_DONE),
             "earlier": _earlier_pages(project),
         }
@@ -308,12 +309,11 @@ class Command(BaseCommand):
         if s["nothing_to_do"]:
             self.stdout.write(_nothing_line(s))
         else:
-            rate = (s["pages_fetched"] + s["pages_failed"]) / s["seconds"] if s["seconds"] else 0
             not_parsed = f" ({s['pages_not_parsed']} not parsed: not HTML)" if s["pages_not_parsed"] else ""
             self.stdout.write(
                 f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
                 f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed) "
-                f"in {s['seconds']} s ({rate:.0f} pages/s)"
+                f"in {s['seconds']} s ({s['pages_per_second']:.1f} pages/s)"
             )
         for code, n in s["errors"].items():
             self.stdout.write(f"  {n:6d} {code}")
