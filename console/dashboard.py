@@ -26,7 +26,13 @@ from django.views.decorators.http import require_POST
 from console import jobs
 from console.access import may, projects_for
 from console.models import Job
-from console.selectors import broker_queue_lengths, project_errors, project_progress, stage_backlog
+from console.selectors import (
+    broker_queue_lengths,
+    pages_retrying,
+    project_errors,
+    project_progress,
+    stage_backlog,
+)
 from console.workers import scheduler_warnings, stage_warnings, workers_alive, workers_snapshot
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES
 from crawl.models import Page, Project
@@ -124,6 +130,7 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
     )
     owed_pages = _by_project(Page.objects.filter(state__in=PAGE_PENDING_STATES))
     owed_assets = _by_project(MediaAsset.objects.filter(state__in=ASSET_PENDING_STATES))
+    retrying = pages_retrying(project=None)
     recent = _by_project(Page.objects.filter(fetched_at__gte=now - timedelta(minutes=5)))
     current = {j.id: j for j in Job.objects.filter(state__in=Job.ACTIVE_STATES)}
     last = {job.project_id: job for job in _last_jobs()}
@@ -139,6 +146,7 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
                 "url": reverse("admin-dashboard") + f"?project={p.id}",
                 "job": _job_json(job),
                 "owed": owed_pages.get(p.id, 0) + owed_assets.get(p.id, 0),
+                "retrying": [_retrying_json(row) for row in retrying.get(p.id, [])],
                 "per_minute": round(recent.get(p.id, 0) / 5, 1),
                 "last_error": {"code": p.last_error_code, "url": p.last_error_url} if p.last_error_code else None,
                 "actions": _actions(current.get(p.job_id)) if steers else [],
@@ -153,6 +161,12 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
         + stage_warnings(_render_backlog(), rendered=True, workers=workers)
         + scheduler_warnings(sum(backlog.values())),
     }
+
+
+def _retrying_json(row: dict) -> dict:
+    """A group of pages waiting out a back-off: its code, count, a message and when the next is due."""
+    message = Truncator(row["message"]).chars(200)
+    return {"code": row["code"], "pages": row["pages"], "message": message, "next_at": row["next_at"].isoformat()}
 
 
 def _by_project(rows) -> dict[int, int]:
@@ -202,6 +216,7 @@ def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:
         "pages": {state: progress["pages"].get(state, 0) for state in Page.State.values},
         "assets": {state: progress["assets"].get(state, 0) for state in MediaAsset.State.values},
         "pending": progress["pending"],
+        "retrying": [_retrying_json(row) for row in progress["retrying"]],
         "rates": fetch_rates(project, now),
         "backlog": backlog,
         "queues": broker_queue_lengths(),

@@ -457,6 +457,7 @@ def test_it_reports_progress(api, shop):
         "assets": {},
         "pending": 0,
         "pages_not_parsed": 1,
+        "retrying": [],
         "errors": {"dns_error": 1},
     }
 

@@ -17,8 +17,10 @@ from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from console import jobs
-from console.dashboard import overview_snapshot
+from console.dashboard import dashboard_snapshot, overview_snapshot
+from console.management.commands.crawl import Command as CrawlCommand
 from console.models import Job, JobLogEntry, WorkerBeat
+from console.selectors import project_progress
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_fetch
 from crawl.models import Page, Project, Seed
@@ -171,6 +173,22 @@ def test_the_overview_warns_when_owed_work_has_no_worker(project, admin_client):
     assert len(warnings) == 2, "a worker not seen for minutes is gone, and so is a beat"
     html = admin_client.get("/admin/").content.decode()
     assert "no worker consumes the &#x27;fetch&#x27; queue" in html, "the admin index warns too"
+
+
+def test_pages_waiting_out_a_retry_are_shown_with_their_reason_and_time(project, admin_client, capsys):
+    due = timezone.now() + timedelta(seconds=90)
+    for path in ("a", "b"):
+        add_page(project, f"http://a.test/{path}", "queued", next_fetch_at=due, error_code="connect_error",
+                 error_message="the host was unreachable (connect_error)")  # fmt: skip
+    add_page(project, "http://a.test/c", "queued")
+    expected = {"code": "connect_error", "pages": 2, "message": "the host was unreachable (connect_error)"}
+    (row,) = [r for r in overview_snapshot()["projects"] if r["slug"] == "jobs"]
+    assert row["retrying"] == [expected | {"next_at": due.isoformat()}]
+    assert dashboard_snapshot(project)["retrying"] == row["retrying"]
+    progress = admin_client.get("/api/projects/jobs/progress/").json()
+    assert [(r["code"], r["pages"]) for r in progress["retrying"]] == [("connect_error", 2)]
+    CrawlCommand()._progress_line(project_progress(project), 3.0)
+    assert f"2 pages retrying connect_error, next at {timezone.localtime(due):%H:%M:%S}" in capsys.readouterr().err
 
 
 def test_the_overview_buttons_start_pause_and_cancel_jobs(project, admin_client):

@@ -272,4 +272,9 @@ class ProgressSerializer(serializers.Serializer):
     assets = serializers.DictField(child=serializers.IntegerField(), help_text="Assets per state.")
     pending = serializers.IntegerField(help_text="Work still owed.")
     pages_not_parsed = serializers.IntegerField(help_text="Done pages stored but not parsed (not HTML).")
+    retrying = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Queued pages waiting out a back-off after an error, per error code: code, pages, message, "
+        "next_at (when the next is due).",
+    )
     errors = serializers.DictField(child=serializers.IntegerField(), help_text="Failed pages per error code.")

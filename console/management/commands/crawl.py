@@ -25,7 +25,7 @@ from rich.table import Table
 from console import control
 from console.jobs import job_begin, job_counts, job_finish, jobs_tick
 from console.models import Job
-from console.selectors import project_progress, project_work_owed
+from console.selectors import project_progress, project_work_owed, retrying_text
 from crawl.frontier.assets import assets_publish_owed
 from crawl.frontier.pages import pages_publish_owed
 from crawl.frontier.reaper import reap
@@ -276,7 +276,8 @@ class Command(BaseCommand):
         pages = progress["pages"]
         states = " ".join(f"{k}={v}" for k, v in sorted(pages.items()))
         assets = " ".join(f"{k}={v}" for k, v in sorted(progress["assets"].items()))
-        sys.stderr.write(f"[{elapsed:6.1f}s] pages: {states or '-'} | assets: {assets or '-'}\n")
+        waiting = "".join(f" | {retrying_text(row)}" for row in progress["retrying"])
+        sys.stderr.write(f"[{elapsed:6.1f}s] pages: {states or '-'} | assets: {assets or '-'}{waiting}\n")
         sys.stderr.flush()
 
     def _summary(self, project: Project, job: Job, completed: bool) -> dict:
@@ -345,7 +346,8 @@ def _nothing_line(s: dict) -> str:
 
 
 def _progress_table(progress: dict, elapsed: float) -> Table:
-    table = Table(title=f"crawling for {elapsed:.0f} s", show_edge=False)
+    waiting = "\n".join(retrying_text(row) for row in progress["retrying"]) or None
+    table = Table(title=f"crawling for {elapsed:.0f} s", caption=waiting, show_edge=False)
     for state in ("queued", "leased", "fetched", "extracted", "done", "failed"):
         table.add_column(state, justify="right")
     table.add_column("assets done/pending", justify="right")

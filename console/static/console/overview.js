@@ -53,7 +53,15 @@
     tr.appendChild(state);
     tr.appendChild(cell(p.job ? p.job.pages_done + " / " + p.job.pages_failed : null, "num"));
     tr.appendChild(cell(p.per_minute, "num"));
-    tr.appendChild(cell(p.owed, "num"));
+    const owed = cell(p.owed, "num");
+    for (const g of p.retrying) {
+      const note = document.createElement("div");
+      note.className = "overview-retrying";
+      note.textContent = `${g.pages} retrying ${g.code}, next at ${new Date(g.next_at).toLocaleTimeString()}`;
+      note.title = g.message;
+      owed.appendChild(note);
+    }
+    tr.appendChild(owed);
     tr.appendChild(cell(p.last_error ? p.last_error.code + " " + p.last_error.url : ""));
     const buttons = document.createElement("td");
     for (const action of p.actions) {
