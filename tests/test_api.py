@@ -459,6 +459,7 @@ def test_it_reports_progress(api, shop):
         "pages_not_parsed": 1,
         "retrying": [],
         "errors": {"dns_error": 1},
+        "warnings": [],
     }
 
 

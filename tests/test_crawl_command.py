@@ -1,11 +1,13 @@
 """The crawl command as a newcomer meets it on the embedded default: a crawl run again after a
 refusal or an outage tries again, a run with nothing to do says so, its times are the work's."""
 
+import io
 import json
 import os
 import socket
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from tests.conftest import last_json_line, run_manage
 from tests.servers import Site, SiteServer
@@ -85,3 +87,12 @@ def test_the_summarys_time_and_rate_are_the_jobs_own(embedded_env):
         job["counts"]["pages_per_second"],
     )
     assert f"in {summary['seconds']} s ({summary['pages_per_second']:.1f} pages/s)" in output
+
+
+def test_a_distributed_crawl_with_no_worker_says_so_within_seconds(transactional_db, broker, admin_client):
+    err = io.StringIO()
+    with SiteServer(small_site()) as server, pytest.raises(CommandError, match="did not complete"):
+        call_command("crawl", f"{server.url}/", "--allow-private", "--workers", "0", "--timeout", "4", stderr=err)
+    assert "waiting: 1 rows owe the fetch stage and no worker consumes the 'fetch' queue" in err.getvalue()
+    progress = admin_client.get(f"/api/projects/127001-{server.port}/progress/").json()
+    assert any("no worker consumes the 'fetch' queue" in w for w in progress["warnings"]), progress

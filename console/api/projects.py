@@ -15,7 +15,8 @@ from console import jobs
 from console.access import may, network_changes, network_refusal, project_owner_add
 from console.exports import CONTENT_TYPES, export_response
 from console.models import Job
-from console.selectors import project_errors, project_progress
+from console.selectors import project_errors, project_progress, stage_backlog
+from console.workers import stage_warnings
 from crawl.frontier.discovery import forget_scope
 from crawl.models import Project, Seed
 from crawl.services.projects import project_get_or_create, seeds_add
@@ -121,7 +122,8 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, slug: str) -> Response:
         project = self.get_object()
-        return Response(project_progress(project) | {"errors": project_errors(project)})
+        warnings = stage_warnings(stage_backlog(project), rendered=project.render_js)
+        return Response(project_progress(project) | {"errors": project_errors(project), "warnings": warnings})
 
     @extend_schema(
         summary="Export pages, items or assets as JSON lines or CSV (streamed)",

@@ -278,3 +278,7 @@ class ProgressSerializer(serializers.Serializer):
         "next_at (when the next is due).",
     )
     errors = serializers.DictField(child=serializers.IntegerField(), help_text="Failed pages per error code.")
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Work owed that no live worker takes (no worker consumes a stage's queue), one sentence each.",
+    )

@@ -25,7 +25,8 @@ from rich.table import Table
 from console import control
 from console.jobs import job_begin, job_counts, job_finish, jobs_tick
 from console.models import Job
-from console.selectors import project_progress, project_work_owed, retrying_text
+from console.selectors import project_progress, project_work_owed, retrying_text, stage_backlog
+from console.workers import stage_warnings
 from crawl.frontier.assets import assets_publish_owed
 from crawl.frontier.pages import pages_publish_owed
 from crawl.frontier.reaper import reap
@@ -129,7 +130,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts):
-        started = time.monotonic()
+        started, self._warned = time.monotonic(), []
         every_url = opts["urls"] + opts["sitemap"] + opts["feed"]
         if not every_url:
             raise CommandError("give at least one URL, --sitemap or --feed")
@@ -252,6 +253,8 @@ class Command(BaseCommand):
                     count_every = max(COUNT_EVERY_SECONDS, 100 * (last_count - counting))
                     if progress != seen:
                         seen, last_change = progress, now
+                    if worker is None:
+                        self._warn_unworked(project)
                     if progress["pending"] == 0 and not sinks_owed(project.id, failing=False):
                         reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
                         return True
@@ -265,6 +268,15 @@ class Command(BaseCommand):
                 show(progress, now - started)
                 last_line = now
             time.sleep(POLL_SECONDS)
+
+    def _warn_unworked(self, project: Project) -> None:
+        """Distributed: say at once (and again when it changes) that owed work has no worker to take
+        it, instead of waiting in silence for workers that are not there."""
+        warnings = stage_warnings(stage_backlog(project), rendered=project.render_js)
+        if warnings and warnings != self._warned:
+            for warning in warnings:
+                self.stderr.write(f"waiting: {warning}")
+        self._warned = warnings
 
     def _outage(self, exc: Exception) -> None:
         with contextlib.suppress(db.Error):
