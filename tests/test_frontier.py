@@ -59,6 +59,17 @@ def test_it_keeps_out_of_scope_urls_out_of_the_frontier(project):
     assert discover(project, ["http://site.test/deep"], 3) == []
 
 
+def test_a_projects_links_to_other_ports_of_its_seeds_host_stay_out_unless_the_host_is_named(db):
+    project = project_get_or_create(name="ports", allow_private=True)
+    seeds_add(project=project, urls=["http://127.0.0.1:19002/"])
+    new = discover(project, ["http://127.0.0.1:19002/a", "http://127.0.0.1:8000/admin/"])
+    assert [p.url for p in Page.objects.filter(id__in=new)] == ["http://127.0.0.1:19002/a"]
+    project.allowed_domains = "127.0.0.1"
+    project.save()
+    forget_scope(project.id)
+    assert len(discover(project, ["http://127.0.0.1:8000/admin/"])) == 1, "a named host: every port of it"
+
+
 def test_it_stops_discovering_at_max_pages(project):
     project.max_pages = 10
     project.save()
