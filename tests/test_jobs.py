@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
@@ -14,9 +16,10 @@ import pytest
 import redis
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from django_celery_beat.models import PeriodicTask
 
 from console import jobs
+from console.beat import scheduler_heartbeat
 from console.dashboard import dashboard_snapshot, overview_snapshot
 from console.management.commands.crawl import Command as CrawlCommand
 from console.models import Job, JobLogEntry, WorkerBeat
@@ -162,13 +165,10 @@ def test_the_overview_warns_when_owed_work_has_no_worker(project, admin_client):
     assert row["owed"] == 1 and row["actions"] == ["start"]
     assert any("No scheduler (celery beat) is running (has never run)" in w for w in snapshot["warnings"])
     WorkerBeat.objects.create(name="w1@test", queues="fetch,extract,download")
-    every = IntervalSchedule.objects.create(every=5, period=IntervalSchedule.SECONDS)
-    PeriodicTask.objects.create(
-        name="console-jobs", task="console.jobs_tick", interval=every, last_run_at=timezone.now()
-    )
+    scheduler_heartbeat()
     assert not overview_snapshot()["warnings"], "a live worker on the queue and a running beat: no warning"
-    WorkerBeat.objects.filter(name="w1@test").update(seen_at=timezone.now() - timedelta(minutes=5))
-    PeriodicTask.objects.filter(name="console-jobs").update(last_run_at=timezone.now() - timedelta(minutes=5))
+    assert [w["name"] for w in overview_snapshot()["workers"]] == ["w1@test"], "beat is not a worker"
+    WorkerBeat.objects.update(seen_at=timezone.now() - timedelta(minutes=5))
     warnings = overview_snapshot()["warnings"]
     assert len(warnings) == 2, "a worker not seen for minutes is gone, and so is a beat"
     html = admin_client.get("/admin/").content.decode()
@@ -189,6 +189,23 @@ def test_pages_waiting_out_a_retry_are_shown_with_their_reason_and_time(project,
     assert [(r["code"], r["pages"]) for r in progress["retrying"]] == [("connect_error", 2)]
     CrawlCommand()._progress_line(project_progress(project), 3.0)
     assert f"2 pages retrying connect_error, next at {timezone.localtime(due):%H:%M:%S}" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_the_scheduler_warning_goes_within_seconds_of_beat_starting(project, worker_env, tmp_path):
+    add_page(project, "http://a.test/owed", "queued")
+    no_beat = "No scheduler (celery beat) is running"
+    assert any(no_beat in w for w in overview_snapshot()["warnings"])
+    command = [sys.executable, "-m", "celery", "-A", "crawlproject", "beat", "-l", "INFO"]
+    with open(tmp_path / "beat.log", "w") as log:
+        beat = subprocess.Popen([*command, "-s", str(tmp_path / "schedule")], env=worker_env, stdout=log, stderr=log)
+    try:
+        wait_for(lambda: not any(no_beat in w for w in overview_snapshot()["warnings"]), "the warning to go", 30)
+        synced = PeriodicTask.objects.exclude(last_run_at=None).values_list("last_run_at", flat=True)
+        assert not [t for t in synced if t > timezone.now() - timedelta(minutes=1)], "not from last_run_at"
+    finally:
+        beat.terminate()
+        beat.wait(20)
 
 
 def test_the_overview_buttons_start_pause_and_cancel_jobs(project, admin_client):
