@@ -16,8 +16,12 @@ from crawl.urls import InvalidURL, canonicalize, host_of, url_key
 
 
 def project_get_or_create(*, name: str, **settings_) -> Project:
-    """The project called `name` (created if new); given settings overwrite the stored ones."""
-    project, _ = Project.objects.get_or_create(name=name, defaults={"slug": _free_slug(name)})
+    """The project called `name`, or the one whose slug the name makes (the same name but for case
+    and punctuation: one project, never a silent "-2"), created if neither exists; given settings
+    overwrite the stored ones."""
+    project = project_named_alike(name)
+    if project is None:
+        project, _ = Project.objects.get_or_create(name=name, defaults={"slug": _free_slug(name)})
     changed = {k: v for k, v in settings_.items() if v is not None and getattr(project, k) != v}
     if changed:
         for field, value in changed.items():
@@ -40,8 +44,19 @@ def project_name_for(url: str) -> str | None:
     return f"{host}:{parts.port}" if parts.port else host
 
 
+def project_named_alike(name: str) -> Project | None:
+    """The project called `name`, else the one whose slug `name` would make: "My Shop" and
+    "my shop!" are one project (the admin refuses the second, its slug being taken)."""
+    slug = _slug_of(name)
+    return Project.objects.filter(name=name).first() or (Project.objects.filter(slug=slug).first() if slug else None)
+
+
+def _slug_of(name: str) -> str:
+    return slugify(name.replace(":", "-"))[:180]
+
+
 def _free_slug(name: str) -> str:
-    base = slugify(name.replace(":", "-"))[:180] or "project"
+    base = _slug_of(name) or "project"  # a name with no letter or digit to make a slug of: numbered
     slug, n = base, 1
     while Project.objects.filter(slug=slug).exists():
         n += 1

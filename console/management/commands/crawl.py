@@ -35,6 +35,7 @@ from crawl.models import Page, Project
 from crawl.services.projects import (
     project_get_or_create,
     project_name_for,
+    project_named_alike,
     seed_problem,
     seeds_add,
     seeds_retry_failed,
@@ -181,10 +182,11 @@ class Command(BaseCommand):
         return Job.Kind.RECRAWL if opts["recrawl"] else Job.Kind.CRAWL
 
     def _project(self, name: str, opts) -> Project:
-        existing = Project.objects.filter(name=name).first()
+        existing = project_named_alike(name)
         if existing is not None:
             pages = Page.objects.filter(project=existing).count()
-            self.stderr.write(f"using the existing project {existing.slug} ({pages} pages from earlier runs)")
+            alike = f", named {existing.name!r}" if existing.name != name else ""
+            self.stderr.write(f"using the existing project {existing.slug} ({pages} pages from earlier runs{alike})")
             if opts["allow_private"] and not existing.allow_private:
                 self.stderr.write(f"project {existing.slug}: private addresses allowed from now on (--allow-private)")
             elif existing.allow_private and not opts["allow_private"]:
