@@ -82,16 +82,20 @@ def overview_data(request: HttpRequest) -> JsonResponse:
 
 @require_POST
 def overview_control(request: HttpRequest) -> JsonResponse:
-    """POST project=<id>&action=start|pause|resume|cancel: the overview's buttons (the run permission;
-    another team's project is as unknown as a missing one)."""
+    """POST project=<id>&action=start|recrawl_due|recrawl|pause|resume|cancel: the overview's buttons
+    (the run permission; another team's project is as unknown as a missing one). Start on a project
+    with nothing left to crawl is a 409 offering the two recrawls."""
     if not may(request.user, "run"):
         raise PermissionDenied
     ref, action = request.POST.get("project", ""), request.POST.get("action", "")
     project = projects_for(request.user).filter(id=int(ref)).first() if ref.isdigit() else None
-    if project is None or action not in ("start", *jobs.STEERS):
-        return JsonResponse({"error": "project=<id> and action=start|pause|resume|cancel"}, status=400)
-    if action == "start":
-        job, _queued = jobs.crawl_start(project=project, trigger=Job.Trigger.ADMIN, user=request.user)
+    if project is None or action not in (*STARTS, *jobs.STEERS):
+        return JsonResponse({"error": f"project=<id> and action={'|'.join((*STARTS, *jobs.STEERS))}"}, status=400)
+    if action in STARTS:
+        try:
+            job, _queued = STARTS[action](project=project, trigger=Job.Trigger.ADMIN, user=request.user)
+        except jobs.ProjectFinished as finished:
+            return JsonResponse({"ok": False, "error": str(finished), "offer": finished.OFFER}, status=409)
     elif (job := jobs.job_current(project)) and not jobs.job_steer(job=job, action=action, user=request.user):
         job = None
     if not job:
@@ -99,6 +103,9 @@ def overview_control(request: HttpRequest) -> JsonResponse:
             {"ok": False, "error": f"{action}: no job of {project} in a state that allows it"}, status=409
         )
     return JsonResponse({"ok": True, "job": job.id, "state": Job.objects.get(id=job.id).state})
+
+
+STARTS = {"start": jobs.crawl_start, "recrawl_due": jobs.crawl_recrawl_due, "recrawl": jobs.crawl_recrawl}
 
 
 def _check_permission(request: HttpRequest) -> None:

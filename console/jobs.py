@@ -14,8 +14,11 @@ from django.utils import timezone
 
 from console import control
 from console.models import Job
+from crawl.frontier.schedule import pages_dispatch
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job_scope
 from crawl.models import Page, Project
+from crawl.services.projects import seeds_retry_failed
+from crawl.urls import InvalidURL, canonicalize, url_key
 from media.models import MediaAsset
 from scrape.models import Item
 
@@ -61,9 +64,65 @@ def _run(project: Project, kind: str, trigger: str, user, action, retry_of: Job 
     return job, queued
 
 
+class ProjectFinished(Exception):
+    """Start on a project with nothing left to crawl: no job is made (a "succeeded 0 / 0" one would
+    hide the real last run); the message offers what the user likely means, a recrawl."""
+
+    OFFER = ("recrawl_due", "recrawl")
+
+    def __init__(self, project: Project, *, done: int, failed: int, due: int):
+        self.project, self.done, self.failed, self.due = project, done, failed, due
+        super().__init__(
+            f"{project.name} has nothing left to crawl ({done} pages done, {failed} failed): "
+            f"recrawl what is due ({due} pages) or recrawl everything ({done} pages)."
+        )
+
+
 def crawl_start(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
-    """Start (or resume) the project as a job: its seeds and every owed row are published."""
-    return _run(project, Job.Kind.CRAWL, trigger, user, lambda: control.project_start(project=project))
+    """Start (or resume) the project as a job: its seeds (failed ones get another chance) and every
+    owed row are published. Raises ProjectFinished when there is nothing to start."""
+    _refuse_finished(project)
+
+    def action():
+        published = control.project_start(project=project)
+        return published + len(seeds_retry_failed(project=project, urls=_seed_urls(project)))
+
+    return _run(project, Job.Kind.CRAWL, trigger, user, action)
+
+
+def crawl_recrawl_due(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
+    """Fetch again the project's pages whose revisit is due (what the schedule would), as a job."""
+
+    def action():
+        control.project_activate(project=project)
+        return len(pages_dispatch(project_id=project.id))
+
+    return _run(project, Job.Kind.RECRAWL, trigger, user, action)
+
+
+def _refuse_finished(project: Project) -> None:
+    if job_current(project) is not None or _owes_work(project.id):
+        return
+    pages = Page.objects.filter(project=project)
+    keys = {_seed_key(url) for url in _seed_urls(project)}
+    if pages.filter(url_key__in=keys).exclude(state=Page.State.FAILED, is_seed=True).count() < len(keys):
+        return  # a new seed, or a failed one to try again: there is something to start
+    counts = dict(pages.values_list("state").annotate(n=Count("id")).order_by())
+    if not counts:
+        return  # never crawled: not finished
+    due = pages.filter(state=Page.State.DONE, next_fetch_at__lte=timezone.now()).count()
+    raise ProjectFinished(project, done=counts.get("done", 0), failed=counts.get("failed", 0), due=due)
+
+
+def _seed_urls(project: Project) -> list[str]:
+    return list(project.seeds.filter(active=True).values_list("url", flat=True))
+
+
+def _seed_key(url: str) -> str:
+    try:
+        return url_key(canonicalize(url))
+    except InvalidURL:
+        return url_key(url)  # its failed row is keyed by the URL as given
 
 
 def crawl_recrawl(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:

@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 import redis
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
@@ -189,6 +190,32 @@ def test_pages_waiting_out_a_retry_are_shown_with_their_reason_and_time(project,
     assert [(r["code"], r["pages"]) for r in progress["retrying"]] == [("connect_error", 2)]
     CrawlCommand()._progress_line(project_progress(project), 3.0)
     assert f"2 pages retrying connect_error, next at {timezone.localtime(due):%H:%M:%S}" in capsys.readouterr().err
+
+
+def test_start_on_a_finished_project_offers_the_recrawls_instead_of_an_empty_job(project, admin_client):
+    Seed.objects.create(project=project, url="http://a.test/")
+    long_ago, later = timezone.now() - timedelta(hours=2), timezone.now() + timedelta(hours=2)
+    seed = add_page(project, "http://a.test/", "done", is_seed=True, next_fetch_at=long_ago)
+    other = add_page(project, "http://a.test/x", "done", next_fetch_at=later)
+    last = Job.objects.create(project=project, kind="crawl", trigger=T, state="succeeded", message="2 pages done")
+    control = reverse("admin-overview-control")
+    refused = admin_client.post(control, {"project": project.id, "action": "start"})
+    assert refused.status_code == 409 and refused.json()["offer"] == ["recrawl_due", "recrawl"]
+    assert refused.json()["error"] == (
+        "jobs has nothing left to crawl (2 pages done, 0 failed): "
+        "recrawl what is due (1 pages) or recrawl everything (2 pages)."
+    )
+    api = admin_client.post("/api/projects/jobs/start/")
+    assert api.status_code == 409 and api.json()["offer"]["recrawl_due"]["body"] == {"due": True}
+    assert list(Job.objects.all()) == [last], "no empty job hides the last run"
+    (row,) = [r for r in overview_snapshot()["projects"] if r["slug"] == "jobs"]
+    assert row["job"]["id"] == last.id
+
+    due = admin_client.post(control, {"project": project.id, "action": "recrawl_due"})
+    assert due.status_code == 200 and due.json()["ok"]
+    states = dict(Page.objects.filter(project=project).values_list("id", "state"))
+    assert states == {seed.id: "queued", other.id: "done"}, "only what is due"
+    assert Job.objects.get(id=due.json()["job"]).kind == "recrawl"
 
 
 @pytest.mark.integration

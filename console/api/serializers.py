@@ -260,6 +260,12 @@ class RetryFailedSerializer(KnownFieldsOnly, serializers.Serializer):
     )
 
 
+class RecrawlSerializer(KnownFieldsOnly, serializers.Serializer):
+    due = serializers.BooleanField(
+        default=False, help_text="Only the pages whose revisit is due (what the schedule would fetch)."
+    )
+
+
 class PagesRetrySerializer(KnownFieldsOnly, serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=MAX_ID),

@@ -22,14 +22,49 @@
     return a;
   }
 
-  function control(project, action) {
+  const OFFERS = { recrawl_due: "Recrawl what is due", recrawl: "Recrawl everything" };
+
+  // An action the server refused (409, 403, 400) or could not answer is said, not swallowed; a
+  // Start with nothing left to crawl comes with the recrawls it offers, as buttons.
+  function say(text, project, offer) {
+    const box = document.getElementById("overview-message");
+    box.replaceChildren(document.createTextNode(text));
+    for (const action of offer || []) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "button overview-" + action;
+      b.textContent = OFFERS[action] || action;
+      b.addEventListener("click", () => control(project, action));
+      box.appendChild(b);
+    }
+    box.hidden = false;
+  }
+
+  async function refusal(response) {
+    const isJson = (response.headers.get("Content-Type") || "").startsWith("application/json");
+    const body = isJson ? await response.json() : {};
+    const reason = response.status === 403 ? "you may not do this (HTTP 403)" : "HTTP " + response.status;
+    return { text: body.error || body.detail || reason, offer: body.offer };
+  }
+
+  async function control(project, action) {
     const body = new URLSearchParams({ project: String(project), action: action });
-    return fetch(root.dataset.control, {
-      method: "POST",
-      headers: { "X-CSRFToken": csrf, "Content-Type": "application/x-www-form-urlencoded" },
-      body: body,
-      credentials: "same-origin",
-    }).then(poll);
+    document.getElementById("overview-message").hidden = true;
+    try {
+      const response = await fetch(root.dataset.control, {
+        method: "POST",
+        headers: { "X-CSRFToken": csrf, "Content-Type": "application/x-www-form-urlencoded" },
+        body: body,
+        credentials: "same-origin",
+      });
+      if (!response.ok) {
+        const refused = await refusal(response);
+        say(action + ": " + refused.text, project, refused.offer);
+      }
+    } catch (error) {
+      say(action + ": the server could not be reached (" + error.message + ")", project);
+    }
+    return poll();
   }
 
   function projectRow(p) {
