@@ -9,6 +9,7 @@ import socket
 import pytest
 from django.core.management import CommandError, call_command
 
+from console.models import Job
 from tests.conftest import last_json_line, run_manage
 from tests.servers import Site, SiteServer
 
@@ -91,8 +92,39 @@ def test_the_summarys_time_and_rate_are_the_jobs_own(embedded_env):
 
 def test_a_distributed_crawl_with_no_worker_says_so_within_seconds(transactional_db, broker, admin_client):
     err = io.StringIO()
-    with SiteServer(small_site()) as server, pytest.raises(CommandError, match="did not complete"):
+    with SiteServer(small_site()) as server, pytest.raises(CommandError, match="stopped waiting"):
         call_command("crawl", f"{server.url}/", "--allow-private", "--workers", "0", "--timeout", "4", stderr=err)
     assert "waiting: 1 rows owe the fetch stage and no worker consumes the 'fetch' queue" in err.getvalue()
     progress = admin_client.get(f"/api/projects/127001-{server.port}/progress/").json()
     assert any("no worker consumes the 'fetch' queue" in w for w in progress["warnings"]), progress
+
+
+def test_an_interrupted_embedded_crawl_is_paused_left_alone_by_others_and_resumed_by_the_same_command(
+    embedded_env,
+):
+    with SiteServer(small_site(), delay=1.0) as a, SiteServer(small_site()) as b:
+        stopped = run_manage(
+            ["crawl", f"{a.url}/", "--project", "a", "--allow-private", "--timeout", "2"], embedded_env
+        )
+        assert stopped.returncode == 1
+        assert "timed out: job 1 of a is paused; run the same command again to resume it" in stopped.stderr
+        listed = json.loads(run_manage(["jobs", "a", "--json"], embedded_env).stdout.splitlines()[0])
+        assert listed["state"] == "paused", "no worker is left to run it"
+        seen_by_a = len(a.paths())
+        code, other, output = crawl(embedded_env, f"{b.url}/", "--project", "b", "--allow-private")
+        assert code == 0 and other["pages_fetched"] == 3, output
+        assert len(a.paths()) == seen_by_a, "another project's crawl left the paused one's pages alone"
+        code, resumed, output = crawl(embedded_env, f"{a.url}/", "--project", "a")
+    assert code == 0, output
+    assert "resumed the paused job 1 of project a" in output
+    assert (resumed["job"], resumed["state"], resumed["pages_fetched"]) == (1, "succeeded", 3)
+
+
+def test_a_distributed_crawl_that_stops_waiting_says_the_workers_go_on(transactional_db, broker):
+    with SiteServer(small_site()) as server, pytest.raises(CommandError) as stopped:
+        call_command("crawl", f"{server.url}/", "--allow-private", "--workers", "0", "--timeout", "1", "--project", "d")
+    job = Job.objects.get(project__slug="d")
+    assert str(stopped.value) == (
+        f"timed out: stopped waiting, but job {job.id} of d goes on in the workers "
+        "(`manage.py jobs d` shows it, `manage.py pause d` pauses it)"
+    )

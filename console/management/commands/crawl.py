@@ -17,13 +17,12 @@ import redis.exceptions
 from django import db
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db.models import Count
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
 from console import control
-from console.jobs import job_begin, job_counts, job_finish, jobs_tick
+from console.jobs import job_begin, job_finish, job_pause, job_resume, jobs_tick
+from console.management.commands._crawl_summary import crawl_summary, progress_table, report_lines, unfinished_text
 from console.models import Job
 from console.selectors import project_progress, project_work_owed, retrying_text, stage_backlog
 from console.workers import stage_warnings
@@ -41,7 +40,7 @@ from crawl.services.projects import (
     seeds_retry_failed,
 )
 from crawl.workers import EmbeddedWorker
-from scrape.sinks.delivery import project_sink_counts, sinks_owed, sinks_tick
+from scrape.sinks.delivery import sinks_owed, sinks_tick
 
 POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
 COUNT_EVERY_SECONDS = 2.0  # the full counts by state (progress display, stall detection), at least this apart
@@ -140,8 +139,7 @@ class Command(BaseCommand):
             raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try https://example.com/)")
         project = self._project(name, opts)
         self._check_seeds(project, every_url)
-        job, created = job_begin(project=project, kind=self._kind(opts), trigger=Job.Trigger.COMMAND)
-        self.stderr.write(f"{'job' if created else 'joined the running job'} {job.id} of project {project.slug}")
+        job = self._job(project, opts)
         with job_scope(job.id):
             control.project_activate(project=project)
             # Refused seeds are kept too: each becomes a failed row saying why (and the job fails when
@@ -155,16 +153,18 @@ class Command(BaseCommand):
             assets_publish_owed(project.assets.all())
             if opts["recrawl"]:
                 control.pages_recrawl(project=project)
-        worker = self._start_worker(opts["workers"])
+        worker, interrupted = self._start_worker(opts["workers"]), False
         try:
             try:
                 completed = self._wait(project, worker, opts, started)
             except KeyboardInterrupt:
-                completed = False
+                completed, interrupted = False, True
             if completed:
                 job_finish(job=job)
+            elif worker:
+                job_pause(job=job)  # no worker is left to run it: it is paused, not "running"
             job.refresh_from_db()
-            summary = self._summary(project, job, completed)
+            summary = crawl_summary(project, job, completed)
         finally:
             if worker:
                 if completed:
@@ -173,10 +173,20 @@ class Command(BaseCommand):
                 worker.stop()
         self._report(summary, opts["json"])
         if not completed:
-            raise CommandError(f"crawl did not complete (timeout or interrupted); job {job.id} resumes on the next run")
+            raise CommandError(unfinished_text(job, project, "interrupted" if interrupted else "timed out", worker))
         if job.state == Job.State.FAILED:
             hint = " (--allow-private allows loopback and private addresses)" if self._private_refused(summary) else ""
             raise CommandError(f"nothing could be crawled: job {job.id} failed, {job.message}{hint}")
+
+    def _job(self, project: Project, opts) -> Job:
+        """The project's job: a new one, the one running, or its paused one, resumed."""
+        job, created = job_begin(project=project, kind=self._kind(opts), trigger=Job.Trigger.COMMAND)
+        if job.state == Job.State.PAUSED:
+            job_resume(job=job)
+            self.stderr.write(f"resumed the paused job {job.id} of project {project.slug}")
+        else:
+            self.stderr.write(f"{'job' if created else 'joined the running job'} {job.id} of project {project.slug}")
+        return job
 
     def _kind(self, opts) -> str:
         return Job.Kind.RECRAWL if opts["recrawl"] else Job.Kind.CRAWL
@@ -224,7 +234,7 @@ class Command(BaseCommand):
     def _wait(self, project, worker, opts, started) -> bool:
         if sys.stderr.isatty():
             with Live(console=Console(stderr=True), refresh_per_second=4, transient=False) as live:
-                show = lambda p, t: live.update(_progress_table(p, t))  # noqa: E731
+                show = lambda p, t: live.update(progress_table(p, t))  # noqa: E731
                 return self._poll(project, worker, opts, started, show, every=POLL_SECONDS)
         return self._poll(project, worker, opts, started, self._progress_line, every=10 if opts["json"] else 2)
 
@@ -294,81 +304,8 @@ class Command(BaseCommand):
         sys.stderr.write(f"[{elapsed:6.1f}s] pages: {states or '-'} | assets: {assets or '-'}{waiting}\n")
         sys.stderr.flush()
 
-    def _summary(self, project: Project, job: Job, completed: bool) -> dict:
-        counts = job_counts(job)
-        return {
-            "project": project.slug,
-            "allow_private": project.allow_private,
-            "job": job.id,
-            "state": job.state,
-            "completed": completed,
-            "pages_total": sum(counts["pages"].values()),
-            "pages_fetched": counts["pages_done"],
-            "pages_failed": counts["pages_failed"],
-            "pages_not_parsed": counts.get("pages_not_parsed", 0),  # 0 in the stats of jobs ended before it
-            "pages_pending": project_progress(project)["pending"],
-            "errors": counts["errors"],
-            "items": counts["items"],
-            "assets": counts["assets_done"],
-            "assets_failed": counts["assets_failed"],
-            "bytes": counts["bytes"],
-            "sinks": project_sink_counts(project.id),
-            "seconds": counts["seconds"],  # the job's, from its first claim to its last finish
-            "pages_per_second": counts["pages_per_second"],
-            "nothing_to_do": completed and not any(counts[k] for k in WORK_DONE),
-            "earlier": _earlier_pages(project),
-        }
-
     def _report(self, summary: dict, as_json: bool) -> None:
-        s = summary
-        if s["nothing_to_do"]:
-            self.stdout.write(_nothing_line(s))
-        else:
-            not_parsed = f" ({s['pages_not_parsed']} not parsed: not HTML)" if s["pages_not_parsed"] else ""
-            self.stdout.write(
-                f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
-                f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed) "
-                f"in {s['seconds']} s ({s['pages_per_second']:.1f} pages/s)"
-            )
-        for code, n in s["errors"].items():
-            self.stdout.write(f"  {n:6d} {code}")
-        for name, c in s["sinks"].items():
-            failing = f", failing: {c['last_error'][:200]}" if c["last_error"] else ""
-            self.stdout.write(
-                f"  sink {name}: {c['done']} delivered, {c['pending']} pending, {c['failed']} failed{failing}"
-            )
+        for line in report_lines(summary):
+            self.stdout.write(line)
         if as_json:
             self.stdout.write(json.dumps(summary))
-
-
-WORK_DONE = ("pages_done", "pages_failed", "assets_done", "assets_failed")
-
-
-def _earlier_pages(project: Project) -> dict[str, int]:
-    rows = Page.objects.filter(project=project, state__in=(Page.State.DONE, Page.State.FAILED))
-    return dict(rows.values_list("state").annotate(n=Count("id")).order_by())
-
-
-def _nothing_line(s: dict) -> str:
-    """A run that fetched nothing says so, what earlier runs left, and the way to fetch them again."""
-    done, failed = s["earlier"].get("done", 0), s["earlier"].get("failed", 0)
-    retry = f", `manage.py requeue {s['project']}` retries the {failed} failed" if failed else ""
-    return (
-        f"{s['project']} job {s['job']}: nothing to crawl, every page is finished ({done} done, {failed} failed "
-        f"by earlier runs); --recrawl fetches the done pages again{retry}"
-    )
-
-
-def _progress_table(progress: dict, elapsed: float) -> Table:
-    waiting = "\n".join(retrying_text(row) for row in progress["retrying"]) or None
-    table = Table(title=f"crawling for {elapsed:.0f} s", caption=waiting, show_edge=False)
-    for state in ("queued", "leased", "fetched", "extracted", "done", "failed"):
-        table.add_column(state, justify="right")
-    table.add_column("assets done/pending", justify="right")
-    pages, assets = progress["pages"], progress["assets"]
-    pending_assets = assets.get("queued", 0) + assets.get("leased", 0)
-    table.add_row(
-        *(str(pages.get(s, 0)) for s in ("queued", "leased", "fetched", "extracted", "done", "failed")),
-        f"{assets.get('done', 0)}/{pending_assets}",
-    )
-    return table
