@@ -257,7 +257,7 @@ def job_finish(*, job: Job) -> bool:
         counts = job_counts(job)
         done, failed = counts["pages_done"], counts["pages_failed"]
         if failed and not done:
-            state, message = Job.State.FAILED, f"every page failed ({failed}); see the errors below"
+            state, message = Job.State.FAILED, f"every page failed ({failed}); see the failures in its report"
         else:
             state = Job.State.SUCCEEDED
             message = f"{done} pages done, {failed} failed" if done or failed else "nothing was owed"
@@ -332,11 +332,7 @@ def job_counts(job: Job, *, now=None) -> dict:
     asset_states = dict(assets.values_list("state").annotate(n=Count("id")))
     page_bytes = pages.filter(state=Page.State.DONE).aggregate(b=Sum("content_length"))["b"] or 0
     asset_bytes = assets.filter(state=MediaAsset.State.DONE).aggregate(b=Sum("size"))["b"] or 0
-    errors: dict[str, int] = {}
-    for rows in (pages, assets):
-        failed = rows.filter(state="failed").values_list("error_code").annotate(n=Count("id"))
-        for code, n in failed:
-            errors[code or "error"] = errors.get(code or "error", 0) + n
+    errors, asset_errors = _errors_by_code(pages), _errors_by_code(assets)  # two lists: not one mixed
     done, failed = by_state.get(Page.State.DONE, 0), by_state.get(Page.State.FAILED, 0)
     begun = job.started_at or job.created_at
     seconds = max(((job.finished_at or now or timezone.now()) - begun).total_seconds(), 0.0)
@@ -350,10 +346,16 @@ def job_counts(job: Job, *, now=None) -> dict:
         "assets_done": asset_states.get(MediaAsset.State.DONE, 0),
         "assets_failed": asset_states.get(MediaAsset.State.FAILED, 0),
         "bytes": page_bytes + asset_bytes,
-        "errors": dict(sorted(errors.items(), key=lambda kv: -kv[1])),
+        "errors": errors,
+        "asset_errors": asset_errors,
         "seconds": round(seconds, 2),
         "pages_per_second": round((done + failed) / seconds, 2) if seconds else 0.0,
     }
+
+
+def _errors_by_code(rows) -> dict[str, int]:
+    failed = rows.filter(state="failed").values_list("error_code").annotate(n=Count("id")).order_by()
+    return dict(sorted(((code or "error", n) for code, n in failed), key=lambda kv: -kv[1]))
 
 
 def job_failures(job: Job, *, limit: int = 50) -> list[dict]:

@@ -214,3 +214,8 @@ def test_the_diff_of_equal_texts_says_so(admin_client, project):
     )
     html = admin_client.get(f"/admin/crawl/page/{page.id}/diff/", {"a": a.id, "b": b.id}).content.decode()
     assert "No difference in the visible text." in html
+
+
+def test_the_browsers_favicon_request_finds_an_icon(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("console/favicon.svg")

@@ -9,7 +9,9 @@ import socket
 import pytest
 from django.core.management import CommandError, call_command
 
+from console.management.commands._crawl_summary import report_lines
 from console.models import Job
+from crawl.models import Project
 from tests.conftest import last_json_line, run_manage
 from tests.servers import Site, SiteServer
 
@@ -128,3 +130,21 @@ def test_a_distributed_crawl_that_stops_waiting_says_the_workers_go_on(transacti
         f"timed out: stopped waiting, but job {job.id} of d goes on in the workers "
         "(`manage.py jobs d` shows it, `manage.py pause d` pauses it)"
     )
+
+
+def test_a_host_without_a_scheme_is_refused_up_front_with_the_url_it_may_mean(db):
+    with pytest.raises(CommandError) as refused:
+        call_command("crawl", "example.com", "--project", "t1")
+    assert str(refused.value) == "not a URL that can be crawled: 'example.com' (try https://example.com/)"
+    with pytest.raises(CommandError, match=r"'htp:/nonsense' \(try https://example.com/\)"):
+        call_command("crawl", "htp:/nonsense")
+    assert not Job.objects.exists() and not Project.objects.exists(), "no project, no failed job"
+
+
+def test_seeds_refused_before_any_fetch_print_no_rate():
+    summary = {"project": "refused", "job": 1, "state": "failed", "pages_fetched": 0, "pages_not_parsed": 0,
+               "pages_failed": 2, "assets": 0, "assets_failed": 0, "seconds": 0.11, "pages_per_second": 18.2,
+               "errors": {"blocked_address": 2}, "asset_errors": {}, "sinks": {}, "nothing_to_do": False}  # fmt: skip
+    line = report_lines(summary)[0]
+    assert line == "refused job 1 failed: 0 pages done, 2 failed, 0 assets stored (0 failed)"
+    assert "pages/s" in report_lines(summary | {"pages_fetched": 1})[0]

@@ -28,6 +28,7 @@ from console.selectors import project_progress
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_fetch
 from crawl.models import Page, Project, Seed
+from media.models import MediaAsset
 from tests.conftest import last_json_line, run_manage
 from tests.test_admin_console import add_page
 
@@ -82,9 +83,12 @@ def test_a_jobs_times_and_rate_are_its_works_from_the_first_fetch_to_the_last_fi
 def test_a_job_whose_every_page_failed_failed(project):
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
     stamp(job, add_page(project, "http://a.test/x", "failed", error_code="blocked_address"))
+    MediaAsset.objects.create(project=project, url="http://a.test/x.jpg", url_key="k", state="failed",
+                              error_code="http_404", job_id=job.id)  # fmt: skip
     jobs.jobs_tick()
     job.refresh_from_db()
-    assert job.state == "failed" and "every page failed" in job.message
+    assert (job.state, job.message) == ("failed", "every page failed (1); see the failures in its report")
+    assert (job.stats["errors"], job.stats["asset_errors"]) == ({"blocked_address": 1}, {"http_404": 1})
 
 
 def test_retry_failed_makes_a_new_job_of_the_failures_only(project):

@@ -27,7 +27,8 @@ def crawl_summary(project: Project, job: Job, completed: bool) -> dict:
         "pages_failed": counts["pages_failed"],
         "pages_not_parsed": counts.get("pages_not_parsed", 0),  # 0 in the stats of jobs ended before it
         "pages_pending": project_progress(project)["pending"],
-        "errors": counts["errors"],
+        "errors": counts["errors"],  # the pages'; the media's are asset_errors
+        "asset_errors": counts.get("asset_errors", {}),  # none in the stats of jobs ended before it
         "items": counts["items"],
         "assets": counts["assets_done"],
         "assets_failed": counts["assets_failed"],
@@ -46,12 +47,14 @@ def report_lines(s: dict) -> list[str]:
         lines = [_nothing_line(s)]
     else:
         not_parsed = f" ({s['pages_not_parsed']} not parsed: not HTML)" if s["pages_not_parsed"] else ""
+        # Seeds refused before any fetch have no rate worth printing.
+        rate = f" in {s['seconds']} s ({s['pages_per_second']:.1f} pages/s)" if s["pages_fetched"] else ""
         lines = [
             f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
-            f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed) "
-            f"in {s['seconds']} s ({s['pages_per_second']:.1f} pages/s)"
+            f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed){rate}"
         ]
     lines += [f"  {n:6d} {code}" for code, n in s["errors"].items()]
+    lines += [f"  {n:6d} {code} (media)" for code, n in s["asset_errors"].items()]
     for name, c in s["sinks"].items():
         failing = f", failing: {c['last_error'][:200]}" if c["last_error"] else ""
         lines.append(f"  sink {name}: {c['done']} delivered, {c['pending']} pending, {c['failed']} failed{failing}")

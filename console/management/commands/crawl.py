@@ -83,6 +83,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _suggested(text: str) -> str:
+    """What the user probably meant: "example.com" is https://example.com/."""
+    bare = text.strip()
+    if "://" not in bare and " " not in bare and "." in bare and project_name_for(f"https://{bare}"):
+        return f"https://{bare}" + ("" if "/" in bare else "/")
+    return "https://example.com/"
+
+
 class Command(BaseCommand):
     help = "Crawl from the given URLs until every reachable in-scope page is done, then print a summary."
 
@@ -134,9 +142,11 @@ class Command(BaseCommand):
         every_url = opts["urls"] + opts["sitemap"] + opts["feed"]
         if not every_url:
             raise CommandError("give at least one URL, --sitemap or --feed")
+        if not any(project_name_for(url) for url in every_url):  # not one URL: nothing is created
+            raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try {_suggested(every_url[0])})")
         name = opts["project"] or project_name_for(every_url[0])
         if name is None:
-            raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try https://example.com/)")
+            raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try {_suggested(every_url[0])})")
         project = self._project(name, opts)
         self._check_seeds(project, every_url)
         job = self._job(project, opts)

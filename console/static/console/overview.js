@@ -112,7 +112,7 @@
   }
 
   function render(data) {
-    document.getElementById("overview-updated").textContent = data.generated_at;
+    document.getElementById("overview-updated").textContent = new Date(data.generated_at).toLocaleTimeString();
     document.getElementById("overview-projects").replaceChildren(...data.projects.map(projectRow));
     document.getElementById("overview-warnings").replaceChildren(
       ...data.warnings.map((w) => {
