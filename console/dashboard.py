@@ -197,7 +197,7 @@ def _job_json(job: Job | None) -> dict | None:
     counts = jobs.job_counts(job)
     return {
         "id": job.id,
-        "state": job.state,
+        "state": jobs.job_observed(job)[0],
         "kind": job.kind,
         "url": reverse("admin:console_job_change", args=[job.id]),
         "pages_done": counts["pages_done"],

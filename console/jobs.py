@@ -6,13 +6,19 @@ in `stats` when it ends. `jobs_tick` (beat, every few seconds; the crawl command
 starts the jobs whose first row was claimed and ends those whose project owes no more work.
 """
 
-from datetime import datetime, timedelta
-
 from django.db import transaction
-from django.db.models import Count, Max, Min, Sum
+from django.db.models import Count
 from django.utils import timezone
 
 from console import control
+from console.jobreads import (  # noqa: F401 - the reads of a job, used through this module too
+    job_claimed_any,
+    job_counts,
+    job_failures,
+    job_has_failures,
+    job_observed,
+    job_span,
+)
 from console.models import Job
 from crawl.frontier.schedule import pages_dispatch
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job_scope
@@ -20,7 +26,6 @@ from crawl.models import Page, Project
 from crawl.services.projects import seeds_retry_failed
 from crawl.urls import InvalidURL, canonicalize, url_key
 from media.models import MediaAsset
-from scrape.models import Item
 
 ACTIVE = Job.ACTIVE_STATES
 
@@ -238,7 +243,7 @@ def jobs_tick() -> dict[str, int]:
     owes no more work: failed when every page it processed failed, succeeded otherwise."""
     started = ended = 0
     for job in Job.objects.filter(state__in=(Job.State.QUEUED, Job.State.RUNNING)).select_related("project"):
-        if job.state == Job.State.QUEUED and _claimed_any(job):
+        if job.state == Job.State.QUEUED and job_claimed_any(job):
             began = job_span(job)[0] or timezone.now()
             started += Job.objects.filter(id=job.id, state=Job.State.QUEUED).update(
                 state=Job.State.RUNNING, started_at=began
@@ -268,20 +273,6 @@ def job_finish(*, job: Job) -> bool:
     return True
 
 
-def job_span(job: Job) -> tuple[datetime | None, datetime | None]:
-    """When the job's work began and last finished, read from its rows (not from the tick that
-    noticed): its first fetch began fetch_ms before that page's fetched_at, and its rows' latest
-    write is the last finish. Rows written before the job was created are an earlier job's."""
-    since, pages = job.created_at, Page.objects.filter(job_id=job.id, updated_at__gte=job.created_at)
-    first = pages.filter(fetched_at__gte=since).order_by("fetched_at").values_list("fetched_at", "fetch_ms").first()
-    began = first[0] - timedelta(milliseconds=first[1] or 0) if first else None
-    assets = MediaAsset.objects.filter(job_id=job.id, updated_at__gte=since)
-    spans = [rows.aggregate(first=Min("updated_at"), last=Max("updated_at")) for rows in (pages, assets)]
-    firsts = [t for t in [began, *(span["first"] for span in spans)] if t is not None]
-    lasts = [span["last"] for span in spans if span["last"] is not None]
-    return (min(firsts) if firsts else None), (max(lasts) if lasts else None)
-
-
 def job_actions(job: Job) -> list[str]:
     """What its state lets an operator do to the job: pause or resume, and cancel, while it runs."""
     if not job.active:
@@ -303,66 +294,7 @@ def job_steer(*, job: Job, action: str, user=None) -> bool:
     raise ValueError(f"not a way to steer a job: {action!r}")
 
 
-def job_has_failures(job: Job) -> bool:
-    """Whether any of the job's pages or assets failed (an ended job's kept counts say it)."""
-    if not job.active and job.stats:
-        return bool(job.stats["pages_failed"] or job.stats["assets_failed"])
-    failed = {"job_id": job.id, "state": "failed"}
-    return Page.objects.filter(**failed).exists() or MediaAsset.objects.filter(**failed).exists()
-
-
-def _claimed_any(job: Job) -> bool:
-    return Page.objects.filter(job_id=job.id).exists() or MediaAsset.objects.filter(job_id=job.id).exists()
-
-
 def _owes_work(project_id: int) -> bool:
     pages = Page.objects.filter(project_id=project_id, state__in=PAGE_PENDING_STATES)
     assets = MediaAsset.objects.filter(project_id=project_id, state__in=ASSET_PENDING_STATES)
     return pages.exists() or assets.exists()
-
-
-def job_counts(job: Job, *, now=None) -> dict:
-    """The job's counts from its rows: pages by state (and the done ones not parsed: not HTML),
-    items, assets, bytes, errors by code, rate. An ended job's are the ones kept when it ended."""
-    if not job.active and job.stats:
-        return job.stats
-    pages = Page.objects.filter(job_id=job.id)
-    by_state = dict(pages.values_list("state").annotate(n=Count("id")))
-    assets = MediaAsset.objects.filter(job_id=job.id)
-    asset_states = dict(assets.values_list("state").annotate(n=Count("id")))
-    page_bytes = pages.filter(state=Page.State.DONE).aggregate(b=Sum("content_length"))["b"] or 0
-    asset_bytes = assets.filter(state=MediaAsset.State.DONE).aggregate(b=Sum("size"))["b"] or 0
-    errors, asset_errors = _errors_by_code(pages), _errors_by_code(assets)  # two lists: not one mixed
-    done, failed = by_state.get(Page.State.DONE, 0), by_state.get(Page.State.FAILED, 0)
-    begun = job.started_at or job.created_at
-    seconds = max(((job.finished_at or now or timezone.now()) - begun).total_seconds(), 0.0)
-    return {
-        "pages": by_state,
-        "pages_done": done,
-        "pages_failed": failed,
-        "pages_not_parsed": pages.filter(state=Page.State.DONE, parsed=False).count(),
-        "pages_pending": sum(by_state.get(s, 0) for s in PAGE_PENDING_STATES),
-        "items": Item.objects.filter(page__job_id=job.id).count(),
-        "assets_done": asset_states.get(MediaAsset.State.DONE, 0),
-        "assets_failed": asset_states.get(MediaAsset.State.FAILED, 0),
-        "bytes": page_bytes + asset_bytes,
-        "errors": errors,
-        "asset_errors": asset_errors,
-        "seconds": round(seconds, 2),
-        "pages_per_second": round((done + failed) / seconds, 2) if seconds else 0.0,
-    }
-
-
-def _errors_by_code(rows) -> dict[str, int]:
-    failed = rows.filter(state="failed").values_list("error_code").annotate(n=Count("id")).order_by()
-    return dict(sorted(((code or "error", n) for code, n in failed), key=lambda kv: -kv[1]))
-
-
-def job_failures(job: Job, *, limit: int = 50) -> list[dict]:
-    """The job's failed pages and assets, newest first: URL, error code and message."""
-    rows = []
-    for model, kind in ((Page, "page"), (MediaAsset, "asset")):
-        failed = model.objects.filter(job_id=job.id, state="failed").order_by("-updated_at")
-        for url, code, message, at in failed.values_list("url", "error_code", "error_message", "updated_at")[:limit]:
-            rows.append({"kind": kind, "url": url, "code": code, "message": message, "at": at})
-    return sorted(rows, key=lambda r: r["at"], reverse=True)[:limit]

@@ -219,3 +219,15 @@ def test_the_diff_of_equal_texts_says_so(admin_client, project):
 def test_the_browsers_favicon_request_finds_an_icon(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"].endswith("console/favicon.svg")
+
+
+def test_a_page_is_a_record_to_view_without_save_or_delete(admin_client):
+    from crawl.models import Page, Project
+    from tests.test_admin_console import add_page
+
+    page = add_page(Project.objects.create(name="rec", slug="rec"), "http://a.test/", "done")
+    html = admin_client.get(f"/admin/crawl/page/{page.id}/change/").content.decode()
+    assert "View page" in html and "Change page" not in html
+    assert 'name="_save"' not in html and "deletelink" not in html
+    assert admin_client.post(f"/admin/crawl/page/{page.id}/delete/", {"post": "yes"}).status_code == 403
+    assert Page.objects.filter(id=page.id).exists()

@@ -3,6 +3,7 @@ and can be resumed, retry-failed makes a new job, their counts are their own row
 carry their id, and the console warns when owed work has no worker to take it."""
 
 import base64
+import io
 import json
 import logging
 import os
@@ -78,6 +79,28 @@ def test_a_jobs_times_and_rate_are_its_works_from_the_first_fetch_to_the_last_fi
     assert job.started_at == now - timedelta(seconds=50.5), "the first fetch began fetch_ms before it ended"
     assert job.finished_at == now - timedelta(seconds=43), "the last row finished"
     assert (job.stats["seconds"], job.stats["pages_per_second"]) == (7.5, 2.0)
+
+
+def test_a_job_whose_rows_were_claimed_reads_as_running_before_the_tick_writes_it(project, admin_client):
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    Job.objects.filter(id=job.id).update(created_at=timezone.now() - timedelta(seconds=10))
+    job.refresh_from_db()
+    fetched = timezone.now() - timedelta(seconds=3)
+    pages = [add_page(project, f"http://a.test/{i}", "done", fetched_at=fetched, fetch_ms=0) for i in range(3)]
+    stamp(job, *pages)
+    add_page(project, "http://a.test/owed", "queued")
+    shown = admin_client.get(f"/api/jobs/{job.id}/").json()
+    assert (shown["state"], shown["started_at"]) == ("running", fetched.isoformat().replace("+00:00", "Z"))
+    assert shown["counts"]["pages_done"] == 3 and shown["counts"]["seconds"] >= 3
+    listed = json.loads(call_jobs_json("jobs"))
+    assert (listed["state"], listed["started_at"]) == ("running", fetched.isoformat())
+    assert Job.objects.get(id=job.id).state == "queued", "a read writes nothing"
+
+
+def call_jobs_json(project: str) -> str:
+    out = io.StringIO()
+    call_command("jobs", project, "--json", stdout=out)
+    return out.getvalue().splitlines()[0]
 
 
 def test_a_job_whose_every_page_failed_failed(project):

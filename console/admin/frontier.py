@@ -63,6 +63,12 @@ class FrontierAdmin(ProjectScopedAdmin):
     def has_add_permission(self, request):
         return False  # pages come from seeds and links, never typed in
 
+    def has_change_permission(self, request, obj=None):
+        return False  # a record of the crawl: "View page", without Save; the actions steer it
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # the frontier's rows are the crawl's truth: retry or requeue, never delete
+
     @admin.action(description="Retry selected failed pages", permissions=["run"])
     def retry_pages(self, request, queryset):
         count = pages_retry(pages=queryset)
