@@ -231,3 +231,17 @@ def test_a_page_is_a_record_to_view_without_save_or_delete(admin_client):
     assert 'name="_save"' not in html and "deletelink" not in html
     assert admin_client.post(f"/admin/crawl/page/{page.id}/delete/", {"post": "yes"}).status_code == 403
     assert Page.objects.filter(id=page.id).exists()
+
+
+def test_a_jobs_page_shows_its_report_first_and_refreshes_while_it_runs(admin_client):
+    from console import jobs
+    from console.models import Job
+    from crawl.models import Project
+
+    project = Project.objects.create(name="jp", slug="jp")
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=Job.Trigger.ADMIN)
+    html = admin_client.get(f"/admin/console/job/{job.id}/change/").content.decode()
+    assert '<meta http-equiv="refresh" content="5">' in html
+    assert html.index('class="job-report"') < html.index("field-created_at"), "the report above the details"
+    jobs.job_cancel(job=job)
+    assert 'http-equiv="refresh"' not in admin_client.get(f"/admin/console/job/{job.id}/change/").content.decode()
