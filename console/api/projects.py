@@ -17,6 +17,7 @@ from console.access import may, network_changes, network_refusal, project_owner_
 from console.exports import CONTENT_TYPES, export_response
 from console.models import Job
 from console.selectors import project_errors, project_progress, stage_backlog
+from console.warc import warc_response
 from console.workers import stage_warnings
 from crawl.frontier.discovery import forget_scope
 from crawl.models import Project, Seed
@@ -138,12 +139,18 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         return Response(project_progress(project) | {"errors": project_errors(project), "warnings": warnings})
 
     @extend_schema(
-        summary="Export pages, items or assets as JSON lines or CSV (streamed)",
+        summary="Export pages, items or assets as JSON lines or CSV (streamed), or stored pages as WARC",
         parameters=[
-            OpenApiParameter("format", enum=["jsonl", "csv"], default="jsonl", description="File format."),
+            OpenApiParameter(
+                "format", enum=["jsonl", "csv", "warc"], default="jsonl", description="File format (warc: pages)."
+            ),
             OpenApiParameter("what", enum=["assets", "items", "pages"], default="pages", description="Rows."),
         ],
-        responses={(200, CONTENT_TYPES["jsonl"]): OpenApiTypes.STR, (200, CONTENT_TYPES["csv"]): OpenApiTypes.STR},
+        responses={
+            (200, CONTENT_TYPES["jsonl"]): OpenApiTypes.STR,
+            (200, CONTENT_TYPES["csv"]): OpenApiTypes.STR,
+            (200, "application/warc"): OpenApiTypes.BINARY,
+        },
     )
     @action(
         detail=True,
@@ -156,6 +163,8 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         project = self.get_object()
         query = s.ExportQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        if query.validated_data["format"] == "warc":
+            return warc_response(project)
         return export_response(project, what=query.validated_data["what"], fmt=query.validated_data["format"])
 
 

@@ -276,8 +276,13 @@ class PagesRetrySerializer(KnownFieldsOnly, serializers.Serializer):
 
 
 class ExportQuerySerializer(serializers.Serializer):
-    format = serializers.ChoiceField(choices=["jsonl", "csv"], default="jsonl")
+    format = serializers.ChoiceField(choices=["jsonl", "csv", "warc"], default="jsonl")
     what = serializers.ChoiceField(choices=sorted(FIELDS), default="pages")
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["format"] == "warc" and attrs["what"] != "pages":
+            raise serializers.ValidationError({"what": "A WARC holds stored pages: drop what or use what=pages."})
+        return attrs
 
 
 class ActionResultSerializer(serializers.Serializer):
