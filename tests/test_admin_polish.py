@@ -245,3 +245,13 @@ def test_a_jobs_page_shows_its_report_first_and_refreshes_while_it_runs(admin_cl
     assert html.index('class="job-report"') < html.index("field-created_at"), "the report above the details"
     jobs.job_cancel(job=job)
     assert 'http-equiv="refresh"' not in admin_client.get(f"/admin/console/job/{job.id}/change/").content.decode()
+
+
+def test_the_hosts_list_names_its_status_column_for_what_it_holds(admin_client):
+    from crawl.models import Host
+
+    Host.objects.create(host="calm.test")
+    Host.objects.create(host="busy.test", last_status=429)
+    html = admin_client.get("/admin/crawl/host/").content.decode()
+    assert "Last status" not in html and "Back-off status" in html
+    assert '<td class="field-backoff_status">429</td>' in html and '<td class="field-backoff_status">none</td>' in html
