@@ -174,9 +174,10 @@ def test_it_refuses_seeds_with_a_clear_reason():
 
     assert seed_problem("ftp://example.com/x", allow_private=False).startswith("blocked_scheme")
     assert seed_problem("http//nope", allow_private=False).startswith("invalid_url")
-    assert "non-public address" in seed_problem("http://127.0.0.1:8000/", allow_private=False)
+    assert "non-public address" in seed_problem("http://127.0.0.1:8001/", allow_private=False)
     assert "non-public address" in seed_problem("http://localhost/", allow_private=False)
-    assert seed_problem("http://127.0.0.1:8000/", allow_private=True) is None
+    assert seed_problem("http://127.0.0.1:8001/", allow_private=True) is None
+    assert "own servers" in seed_problem("http://127.0.0.1:8000/", allow_private=True), "the console's address"
     assert "metadata" in seed_problem("http://169.254.169.254/latest/", allow_private=True)
 
 
