@@ -26,7 +26,13 @@ from django.views.decorators.http import require_POST
 from console import jobs
 from console.access import may, projects_for
 from console.models import Job
-from console.selectors import broker_queue_lengths, project_errors, project_progress, stage_backlog
+from console.selectors import (
+    broker_queue_lengths,
+    pages_retrying,
+    project_errors,
+    project_progress,
+    stage_backlog,
+)
 from console.workers import scheduler_warnings, stage_warnings, workers_alive, workers_snapshot
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES
 from crawl.models import Page, Project
@@ -76,16 +82,20 @@ def overview_data(request: HttpRequest) -> JsonResponse:
 
 @require_POST
 def overview_control(request: HttpRequest) -> JsonResponse:
-    """POST project=<id>&action=start|pause|resume|cancel: the overview's buttons (the run permission;
-    another team's project is as unknown as a missing one)."""
+    """POST project=<id>&action=start|recrawl_due|recrawl|pause|resume|cancel: the overview's buttons
+    (the run permission; another team's project is as unknown as a missing one). Start on a project
+    with nothing left to crawl is a 409 offering the two recrawls."""
     if not may(request.user, "run"):
         raise PermissionDenied
     ref, action = request.POST.get("project", ""), request.POST.get("action", "")
     project = projects_for(request.user).filter(id=int(ref)).first() if ref.isdigit() else None
-    if project is None or action not in ("start", *jobs.STEERS):
-        return JsonResponse({"error": "project=<id> and action=start|pause|resume|cancel"}, status=400)
-    if action == "start":
-        job, _queued = jobs.crawl_start(project=project, trigger=Job.Trigger.ADMIN, user=request.user)
+    if project is None or action not in (*STARTS, *jobs.STEERS):
+        return JsonResponse({"error": f"project=<id> and action={'|'.join((*STARTS, *jobs.STEERS))}"}, status=400)
+    if action in STARTS:
+        try:
+            job, _queued = STARTS[action](project=project, trigger=Job.Trigger.ADMIN, user=request.user)
+        except jobs.ProjectFinished as finished:
+            return JsonResponse({"ok": False, "error": str(finished), "offer": finished.OFFER}, status=409)
     elif (job := jobs.job_current(project)) and not jobs.job_steer(job=job, action=action, user=request.user):
         job = None
     if not job:
@@ -93,6 +103,9 @@ def overview_control(request: HttpRequest) -> JsonResponse:
             {"ok": False, "error": f"{action}: no job of {project} in a state that allows it"}, status=409
         )
     return JsonResponse({"ok": True, "job": job.id, "state": Job.objects.get(id=job.id).state})
+
+
+STARTS = {"start": jobs.crawl_start, "recrawl_due": jobs.crawl_recrawl_due, "recrawl": jobs.crawl_recrawl}
 
 
 def _check_permission(request: HttpRequest) -> None:
@@ -125,6 +138,7 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
     )
     owed_pages = _by_project(Page.objects.filter(state__in=PAGE_PENDING_STATES))
     owed_assets = _by_project(MediaAsset.objects.filter(state__in=ASSET_PENDING_STATES))
+    retrying = pages_retrying(project=None)
     recent = _by_project(Page.objects.filter(fetched_at__gte=now - timedelta(minutes=5)))
     current = {j.id: j for j in Job.objects.filter(state__in=Job.ACTIVE_STATES)}
     last = {job.project_id: job for job in _last_jobs()}
@@ -140,6 +154,7 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
                 "url": reverse("admin-dashboard") + f"?project={p.id}",
                 "job": _job_json(job),
                 "owed": owed_pages.get(p.id, 0) + owed_assets.get(p.id, 0),
+                "retrying": [_retrying_json(row) for row in retrying.get(p.id, [])],
                 "per_minute": round(recent.get(p.id, 0) / 5, 1),
                 "last_error": {"code": p.last_error_code, "url": p.last_error_url} if p.last_error_code else None,
                 "actions": _actions(current.get(p.job_id)) if steers else [],
@@ -154,6 +169,12 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
         + stage_warnings(_render_backlog(seen), rendered=True, workers=workers)
         + scheduler_warnings(sum(backlog.values())),
     }
+
+
+def _retrying_json(row: dict) -> dict:
+    """A group of pages waiting out a back-off: its code, count, a message and when the next is due."""
+    message = Truncator(row["message"]).chars(200)
+    return {"code": row["code"], "pages": row["pages"], "message": message, "next_at": row["next_at"].isoformat()}
 
 
 def _by_project(rows) -> dict[int, int]:
@@ -177,7 +198,7 @@ def _job_json(job: Job | None) -> dict | None:
     counts = jobs.job_counts(job)
     return {
         "id": job.id,
-        "state": job.state,
+        "state": jobs.job_observed(job)[0],
         "kind": job.kind,
         "url": reverse("admin:console_job_change", args=[job.id]),
         "pages_done": counts["pages_done"],
@@ -203,6 +224,7 @@ def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:
         "pages": {state: progress["pages"].get(state, 0) for state in Page.State.values},
         "assets": {state: progress["assets"].get(state, 0) for state in MediaAsset.State.values},
         "pending": progress["pending"],
+        "retrying": [_retrying_json(row) for row in progress["retrying"]],
         "rates": fetch_rates(project, now),
         "backlog": backlog,
         "queues": broker_queue_lengths(),

@@ -7,15 +7,25 @@ starts the jobs whose first row was claimed and ends those whose project owes no
 """
 
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import Count
 from django.utils import timezone
 
 from console import control
+from console.jobreads import (  # noqa: F401 - the reads of a job, used through this module too
+    job_claimed_any,
+    job_counts,
+    job_failures,
+    job_has_failures,
+    job_observed,
+    job_span,
+)
 from console.models import Job
+from crawl.frontier.schedule import pages_dispatch
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job_scope
 from crawl.models import Page, Project
+from crawl.services.projects import seeds_retry_failed
+from crawl.urls import InvalidURL, canonicalize, url_key
 from media.models import MediaAsset
-from scrape.models import Item
 
 ACTIVE = Job.ACTIVE_STATES
 
@@ -59,9 +69,65 @@ def _run(project: Project, kind: str, trigger: str, user, action, retry_of: Job 
     return job, queued
 
 
+class ProjectFinished(Exception):
+    """Start on a project with nothing left to crawl: no job is made (a "succeeded 0 / 0" one would
+    hide the real last run); the message offers what the user likely means, a recrawl."""
+
+    OFFER = ("recrawl_due", "recrawl")
+
+    def __init__(self, project: Project, *, done: int, failed: int, due: int):
+        self.project, self.done, self.failed, self.due = project, done, failed, due
+        super().__init__(
+            f"{project.name} has nothing left to crawl ({done} pages done, {failed} failed): "
+            f"recrawl what is due ({due} pages) or recrawl everything ({done} pages)."
+        )
+
+
 def crawl_start(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
-    """Start (or resume) the project as a job: its seeds and every owed row are published."""
-    return _run(project, Job.Kind.CRAWL, trigger, user, lambda: control.project_start(project=project))
+    """Start (or resume) the project as a job: its seeds (failed ones get another chance) and every
+    owed row are published. Raises ProjectFinished when there is nothing to start."""
+    _refuse_finished(project)
+
+    def action():
+        published = control.project_start(project=project)
+        return published + len(seeds_retry_failed(project=project, urls=_seed_urls(project)))
+
+    return _run(project, Job.Kind.CRAWL, trigger, user, action)
+
+
+def crawl_recrawl_due(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
+    """Fetch again the project's pages whose revisit is due (what the schedule would), as a job."""
+
+    def action():
+        control.project_activate(project=project)
+        return len(pages_dispatch(project_id=project.id))
+
+    return _run(project, Job.Kind.RECRAWL, trigger, user, action)
+
+
+def _refuse_finished(project: Project) -> None:
+    if job_current(project) is not None or _owes_work(project.id):
+        return
+    pages = Page.objects.filter(project=project)
+    keys = {_seed_key(url) for url in _seed_urls(project)}
+    if pages.filter(url_key__in=keys).exclude(state=Page.State.FAILED, is_seed=True).count() < len(keys):
+        return  # a new seed, or a failed one to try again: there is something to start
+    counts = dict(pages.values_list("state").annotate(n=Count("id")).order_by())
+    if not counts:
+        return  # never crawled: not finished
+    due = pages.filter(state=Page.State.DONE, next_fetch_at__lte=timezone.now()).count()
+    raise ProjectFinished(project, done=counts.get("done", 0), failed=counts.get("failed", 0), due=due)
+
+
+def _seed_urls(project: Project) -> list[str]:
+    return list(project.seeds.filter(active=True).values_list("url", flat=True))
+
+
+def _seed_key(url: str) -> str:
+    try:
+        return url_key(canonicalize(url))
+    except InvalidURL:
+        return url_key(url)  # its failed row is keyed by the URL as given
 
 
 def crawl_recrawl(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
@@ -164,11 +230,11 @@ def job_cancel(*, job: Job, user=None) -> bool:
     return True
 
 
-def _end(job: Job, state: str, message: str) -> None:
-    now = timezone.now()
-    job.stats = job_counts(job, now=now)
-    job.state, job.finished_at, job.message = state, now, message
-    job.save(update_fields=["stats", "state", "finished_at", "message"])
+def _end(job: Job, state: str, message: str, *, finished_at=None) -> None:
+    job.finished_at = finished_at or timezone.now()
+    job.stats = job_counts(job)
+    job.state, job.message = state, message
+    job.save(update_fields=["stats", "state", "started_at", "finished_at", "message"])
     Project.objects.filter(id=job.project_id, job_id=job.id).update(job_id=None)
 
 
@@ -177,9 +243,10 @@ def jobs_tick() -> dict[str, int]:
     owes no more work: failed when every page it processed failed, succeeded otherwise."""
     started = ended = 0
     for job in Job.objects.filter(state__in=(Job.State.QUEUED, Job.State.RUNNING)).select_related("project"):
-        if job.state == Job.State.QUEUED and _claimed_any(job):
+        if job.state == Job.State.QUEUED and job_claimed_any(job):
+            began = job_span(job)[0] or timezone.now()
             started += Job.objects.filter(id=job.id, state=Job.State.QUEUED).update(
-                state=Job.State.RUNNING, started_at=timezone.now()
+                state=Job.State.RUNNING, started_at=began
             )
         if job.project.status == Project.Status.ACTIVE and not _owes_work(job.project_id):
             ended += job_finish(job=job)
@@ -195,14 +262,14 @@ def job_finish(*, job: Job) -> bool:
         counts = job_counts(job)
         done, failed = counts["pages_done"], counts["pages_failed"]
         if failed and not done:
-            state, message = Job.State.FAILED, f"every page failed ({failed}); see the errors below"
+            state, message = Job.State.FAILED, f"every page failed ({failed}); see the failures in its report"
         else:
             state = Job.State.SUCCEEDED
             message = f"{done} pages done, {failed} failed" if done or failed else "nothing was owed"
-        if job.started_at is None:
-            job.started_at = job.created_at
-            job.save(update_fields=["started_at"])
-        _end(job, state, message)
+        began, last = job_span(job)
+        known = [t for t in (began, job.started_at) if t is not None]
+        job.started_at = min(known) if known else job.created_at  # nothing claimed: it ends as it begins
+        _end(job, state, message, finished_at=last)
     return True
 
 
@@ -227,64 +294,7 @@ def job_steer(*, job: Job, action: str, user=None) -> bool:
     raise ValueError(f"not a way to steer a job: {action!r}")
 
 
-def job_has_failures(job: Job) -> bool:
-    """Whether any of the job's pages or assets failed (an ended job's kept counts say it)."""
-    if not job.active and job.stats:
-        return bool(job.stats["pages_failed"] or job.stats["assets_failed"])
-    failed = {"job_id": job.id, "state": "failed"}
-    return Page.objects.filter(**failed).exists() or MediaAsset.objects.filter(**failed).exists()
-
-
-def _claimed_any(job: Job) -> bool:
-    return Page.objects.filter(job_id=job.id).exists() or MediaAsset.objects.filter(job_id=job.id).exists()
-
-
 def _owes_work(project_id: int) -> bool:
     pages = Page.objects.filter(project_id=project_id, state__in=PAGE_PENDING_STATES)
     assets = MediaAsset.objects.filter(project_id=project_id, state__in=ASSET_PENDING_STATES)
     return pages.exists() or assets.exists()
-
-
-def job_counts(job: Job, *, now=None) -> dict:
-    """The job's counts from its rows: pages by state (and the done ones not parsed: not HTML),
-    items, assets, bytes, errors by code, rate. An ended job's are the ones kept when it ended."""
-    if not job.active and job.stats:
-        return job.stats
-    pages = Page.objects.filter(job_id=job.id)
-    by_state = dict(pages.values_list("state").annotate(n=Count("id")))
-    assets = MediaAsset.objects.filter(job_id=job.id)
-    asset_states = dict(assets.values_list("state").annotate(n=Count("id")))
-    page_bytes = pages.filter(state=Page.State.DONE).aggregate(b=Sum("content_length"))["b"] or 0
-    asset_bytes = assets.filter(state=MediaAsset.State.DONE).aggregate(b=Sum("size"))["b"] or 0
-    errors: dict[str, int] = {}
-    for rows in (pages, assets):
-        failed = rows.filter(state="failed").values_list("error_code").annotate(n=Count("id"))
-        for code, n in failed:
-            errors[code or "error"] = errors.get(code or "error", 0) + n
-    done, failed = by_state.get(Page.State.DONE, 0), by_state.get(Page.State.FAILED, 0)
-    begun = job.started_at or job.created_at
-    seconds = max(((job.finished_at or now or timezone.now()) - begun).total_seconds(), 0.0)
-    return {
-        "pages": by_state,
-        "pages_done": done,
-        "pages_failed": failed,
-        "pages_not_parsed": pages.filter(state=Page.State.DONE, parsed=False).count(),
-        "pages_pending": sum(by_state.get(s, 0) for s in PAGE_PENDING_STATES),
-        "items": Item.objects.filter(page__job_id=job.id).count(),
-        "assets_done": asset_states.get(MediaAsset.State.DONE, 0),
-        "assets_failed": asset_states.get(MediaAsset.State.FAILED, 0),
-        "bytes": page_bytes + asset_bytes,
-        "errors": dict(sorted(errors.items(), key=lambda kv: -kv[1])),
-        "seconds": round(seconds, 2),
-        "pages_per_second": round((done + failed) / seconds, 2) if seconds else 0.0,
-    }
-
-
-def job_failures(job: Job, *, limit: int = 50) -> list[dict]:
-    """The job's failed pages and assets, newest first: URL, error code and message."""
-    rows = []
-    for model, kind in ((Page, "page"), (MediaAsset, "asset")):
-        failed = model.objects.filter(job_id=job.id, state="failed").order_by("-updated_at")
-        for url, code, message, at in failed.values_list("url", "error_code", "error_message", "updated_at")[:limit]:
-            rows.append({"kind": kind, "url": url, "code": code, "message": message, "at": at})
-    return sorted(rows, key=lambda r: r["at"], reverse=True)[:limit]

@@ -1,7 +1,8 @@
 """Reads used by commands, the dashboard, the metrics endpoint and the API."""
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
+from django.utils import timezone
 
 from crawl.frontier.stages import (
     ASSET_PENDING_STATES,
@@ -24,7 +25,35 @@ def project_progress(project: Project) -> dict:
     pages_not_parsed = next((unparsed for state, _, unparsed in rows if state == Page.State.DONE), 0)
     assets = dict(MediaAsset.objects.filter(project=project).values_list("state").annotate(n=Count("id")))
     pending = sum(pages.get(s, 0) for s in PAGE_PENDING_STATES) + sum(assets.get(s, 0) for s in ASSET_PENDING_STATES)
-    return {"pages": pages, "assets": assets, "pending": pending, "pages_not_parsed": pages_not_parsed}
+    return {
+        "pages": pages,
+        "assets": assets,
+        "pending": pending,
+        "pages_not_parsed": pages_not_parsed,
+        "retrying": pages_retrying(project=project).get(project.id, []),
+    }
+
+
+def pages_retrying(*, project: Project | None = None) -> dict[int, list[dict]]:
+    """Queued pages waiting out a back-off after an error (a retry, or a host's Retry-After), per
+    project: for each error code, how many, one of their messages, and when the next is due. Only
+    rows not yet due are read (the (state, next_fetch_at) index), so it stays cheap on a big frontier."""
+    waiting = Page.objects.filter(state=Page.State.QUEUED, next_fetch_at__gt=timezone.now()).exclude(error_code="")
+    if project is not None:
+        waiting = waiting.filter(project=project)
+    rows = waiting.values("project_id", "error_code").annotate(
+        pages=Count("id"), next_at=Min("next_fetch_at"), message=Max("error_message")
+    )
+    found: dict[int, list[dict]] = {}
+    for row in rows.order_by("project_id", "next_at"):
+        found.setdefault(row.pop("project_id"), []).append(row | {"code": row.pop("error_code")})
+    return found
+
+
+def retrying_text(row: dict) -> str:
+    """One line for a group of pages_retrying: "2 pages retrying connect_error, next at 12:04:10"."""
+    at = timezone.localtime(row["next_at"]).strftime("%H:%M:%S")
+    return f"{row['pages']} {'page' if row['pages'] == 1 else 'pages'} retrying {row['code']}, next at {at}"
 
 
 def project_work_owed(project: Project) -> bool:

@@ -13,6 +13,7 @@ and say so in a `WARC-Crawlhub-Reconstructed` header (explained in the warcinfo 
   Transfer-Encoding is dropped and Content-Length is the decoded length.
 """
 
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from io import BytesIO
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
+from django.http import FileResponse
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -155,3 +157,17 @@ def _warcinfo(project: Project) -> dict:
             "decoded length. The status code is the page's last fetch."
         ),
     }
+
+
+WARC_IN_MEMORY_BYTES = 16 * 2**20
+
+
+def warc_response(project: Project) -> FileResponse:
+    """The project's stored responses as one WARC file over HTTP (the API's export). The writer
+    wants a file to append its gzip members to: a temporary one, in memory up to 16 MiB, then on
+    disk, so a large project costs disk, not memory."""
+    out = tempfile.SpooledTemporaryFile(max_size=WARC_IN_MEMORY_BYTES)
+    name = f"{project.slug}.warc.gz"
+    write_warc(project, out, filename=name)
+    out.seek(0)
+    return FileResponse(out, as_attachment=True, filename=name, content_type="application/warc")

@@ -16,7 +16,7 @@ STAGE_QUEUE = {FETCH: "fetch", EXTRACT: "extract", DOWNLOAD: "download"}
 
 def workers_alive() -> list[WorkerBeat]:
     since = timezone.now() - timedelta(seconds=settings.CONSOLE_WORKER_STALE_SECONDS)
-    return list(WorkerBeat.objects.filter(seen_at__gte=since).order_by("name"))
+    return list(WorkerBeat.objects.filter(seen_at__gte=since).exclude(queues="").order_by("name"))  # beat has none
 
 
 def queues_consumed(workers: list[WorkerBeat] | None = None) -> set[str]:
@@ -38,18 +38,16 @@ def stage_warnings(backlog: dict[str, int], *, rendered: bool = False, workers=N
     return warnings
 
 
-SCHEDULER_ENTRY = "console-jobs"  # beat's entry (settings.CELERY_BEAT_SCHEDULE) whose last run proves it alive
 SCHEDULER_STALE_SECONDS = 60
 
 
 def scheduler_warnings(owed: int) -> list[str]:
-    """A warning when work is owed and beat has not run its jobs tick for a minute: postponed and
-    retried pages, recrawl ticks and the end of jobs all wait for it."""
-    from django_celery_beat.models import PeriodicTask
-
+    """A warning when work is owed and beat's own tick has not written its heartbeat (console/beat.py)
+    for a minute: postponed and retried pages, recrawl ticks and the end of jobs all wait for it."""
     if not owed:
         return []
-    last = PeriodicTask.objects.filter(name=SCHEDULER_ENTRY).values_list("last_run_at", flat=True).first()
+    beats = WorkerBeat.objects.filter(queues="", name__startswith="celery-beat@")
+    last = beats.order_by("-seen_at").values_list("seen_at", flat=True).first()
     if last is not None and (timezone.now() - last).total_seconds() < SCHEDULER_STALE_SECONDS:
         return []
     since = "has never run" if last is None else f"last ran {last:%Y-%m-%d %H:%M:%S} UTC"

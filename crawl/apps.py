@@ -1,5 +1,7 @@
 """App config for crawl."""
 
+import os
+
 from django.apps import AppConfig
 
 
@@ -30,6 +32,8 @@ def own_services(settings) -> list[str]:
     """The crawler's own servers, which no crawl may reach: the databases, the broker and result
     backend, the storage endpoints, and CRAWL_REFUSED_SERVICES (Flower by default)."""
     endpoints = list(settings.CRAWL_REFUSED_SERVICES)
+    if os.environ.get("PORT", "").isdigit():  # the console's port, when `serve` is told another one
+        endpoints.append(f"localhost:{os.environ['PORT']}")
     for db in settings.DATABASES.values():
         if db.get("HOST") and not db["HOST"].startswith("/"):
             default_port = 3306 if "mysql" in db["ENGINE"] else 5432

@@ -135,7 +135,7 @@ def refusal(address: str, port: int | None = None, *, allow_private: bool = Fals
     ip = _ip(address)
     key = "127.0.0.1" if ip.is_loopback and ip.version == 4 else str(ip)  # all of 127/8 is this host
     if port is not None and (key, port) in _REFUSED_SERVICES:
-        return f"is one of crawlhub's own servers at port {port} (database, broker, storage or Flower)"
+        return f"is one of crawlhub's own servers at port {port} (database, broker, storage, Flower or the console)"
     if _within(ip, _ALLOWED_NETWORKS):
         return ""
     if ip.is_multicast or ip.is_unspecified or (ip.is_reserved and ip.version == 4):

@@ -33,8 +33,12 @@ class RobotsPolicy:
             return "blocked_address", "the host resolves to a non-public address"
         if self.disallow_all and self.error.startswith("HTTP"):
             return "robots_unavailable", f"robots.txt answered {self.error}: the whole site is off limits for now"
+        if self.disallow_all and self.error:
+            # Its robots.txt is the first request to a host: a host that is down fails there, and
+            # the page has not been refused by any rule.
+            return self.error, f"the host was unreachable ({self.error}): not even its robots.txt could be read"
         if self.disallow_all:
-            return self.error or "robots_unavailable", f"robots.txt could not be fetched ({self.error or 'no answer'})"
+            return "robots_unavailable", "robots.txt could not be fetched (no answer)"
         return "robots_disallowed", "robots.txt disallows this URL"
 
     def allows(self, url: str, user_agent: str, *, as_linked: str = "") -> bool:

@@ -155,6 +155,16 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
 
 
+def port_key(url: str) -> int:
+    """A URL's port, 0 for its scheme's default port (http's 80 and https' 443 count as one)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return -1  # not a port at all: matches no seed's
+    return 0 if port is None or port == DEFAULT_PORTS.get(parts.scheme) else port
+
+
 def host_in_domains(host: str, domains: tuple[str, ...]) -> bool:
     """True when host is one of the domains or a subdomain of one."""
     return any(host == d or host.endswith("." + d) for d in domains)
@@ -168,21 +178,35 @@ def parse_lines(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Scope:
-    """What a project may crawl: hosts, depth and allow/deny patterns."""
+    """What a project may crawl: hosts (and, when built from the seeds' origins, their ports),
+    depth and allow/deny patterns."""
 
     domains: tuple[str, ...]
     max_depth: int | None = None
     allow: tuple[UserPattern, ...] = ()  # matched with a time limit: a match that gave up fails closed
     deny: tuple[UserPattern, ...] = ()
+    ports: tuple[tuple[str, frozenset[int]], ...] = ()  # (host, its seeds' port keys); empty: any port
 
     @classmethod
-    def build(cls, *, domains, max_depth=None, allow=(), deny=()) -> "Scope":
+    def build(cls, *, domains, max_depth=None, allow=(), deny=(), origins=()) -> "Scope":
+        """`origins`: the seeds' URLs, when the scope is theirs: a link to another port of their host
+        (another server on the same machine, the console's own) is out of scope."""
+        ports: dict[str, set[int]] = {}
+        for url in origins:
+            ports.setdefault(host_of(url), set()).add(port_key(url))
         return cls(
             domains=tuple(d.lower().lstrip(".") for d in domains),
             max_depth=max_depth,
             allow=tuple(UserPattern(p) for p in allow),
             deny=tuple(UserPattern(p) for p in deny),
+            ports=tuple((host, frozenset(keys)) for host, keys in sorted(ports.items()) if host),
         )
+
+    def on_other_port(self, url: str) -> bool:
+        """Whether a URL of the scope's hosts is on a port none of its seeds use. The scheme's default
+        ports count as one, so a site that moved from http to https stays the same site."""
+        host, key = host_of(url), port_key(url)
+        return not any(key in keys for h, keys in self.ports if host == h or host.endswith("." + h))
 
     def rejects(self, url: str, depth: int) -> str | None:
         """The reason a canonical URL is out of scope, or None when it is in."""
@@ -190,6 +214,8 @@ class Scope:
             return "depth"
         if self.domains and not host_in_domains(host_of(url), self.domains):
             return "offsite"
+        if self.ports and self.on_other_port(url):
+            return "other_port"
         if any(p.hits(url, unsure=True) for p in self.deny):  # a deny pattern that gave up denies
             return "denied"
         if self.allow and not any(p.hits(url, unsure=False) for p in self.allow):
@@ -207,6 +233,11 @@ class Scope:
             return code, f"depth {depth} is beyond max_depth {self.max_depth}"
         if code == "offsite":
             return code, f"host {host_of(url)} is not in the domains {', '.join(self.domains)}"
+        if code == "other_port":
+            return code, (
+                f"port {urlsplit(url).port or DEFAULT_PORTS.get(urlsplit(url).scheme)} of {host_of(url)} is "
+                "not a port of the seeds (name the host in allowed_domains to allow all its ports)"
+            )
         if code == "denied":
             return code, "matches deny pattern " + next(p.pattern for p in self.deny if p.search(url))
         return code, "matches none of the allow patterns " + ", ".join(p.pattern for p in self.allow)

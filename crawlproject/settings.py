@@ -268,7 +268,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULER = "console.beat:HeartbeatScheduler"  # the DatabaseScheduler, with a heartbeat
 
 # --- Crawl behaviour ---------------------------------------------------------------------------
 CRAWL_FETCH_BATCH = env.int("CRAWL_FETCH_BATCH", default=50)
@@ -332,7 +332,7 @@ CRAWL_ALLOW_PRIVATE = env.bool("CRAWL_ALLOW_PRIVATE", default=False)
 CRAWL_ALLOWED_NETWORKS = env.list("CRAWL_ALLOWED_NETWORKS", default=[])
 # The crawler's own servers, host:port or URLs, refused even with allow_private. The database, the
 # broker and the storage endpoint are added to these from their own settings.
-CRAWL_REFUSED_SERVICES = env.list("CRAWL_REFUSED_SERVICES", default=["flower:5555", "localhost:5555"])
+CRAWL_REFUSED_SERVICES = env.list("CRAWL_REFUSED_SERVICES", default=["flower:5555", "localhost:5555", "localhost:8000"])
 # Python modules whose @register'ed spiders projects can name (scrape/spiders.py).
 CRAWL_SPIDER_MODULES = env.list("CRAWL_SPIDER_MODULES", default=["scrape.example_spiders"])
 CRAWL_DEFAULT_USER_AGENT = env.str(

@@ -2,6 +2,7 @@
 REST API with its OpenAPI schema and docs, and the Prometheus metrics endpoint."""
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -15,6 +16,7 @@ admin.site.site_title = "crawlhub"
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/dashboard/", permanent=False)),
+    path("favicon.ico", RedirectView.as_view(url=static("console/favicon.svg"), permanent=True)),  # browsers ask
     path("admin/tryurl/", admin.site.admin_view(try_url_view), name="admin-tryurl"),
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/dashboard/data/", admin.site.admin_view(dashboard_data), name="admin-dashboard-data"),

@@ -140,7 +140,9 @@ def _robots(project: Project, url: str) -> str:
     policy = robots_policies(
         {origin_of(url)}, allow_private=allows_private(project), user_agent=agent, proxy=project.proxy
     )[origin_of(url)]
-    return "allowed" if policy.allows(url, agent) else "refused: " + policy.refusal()[1]
+    if policy.allow_all:  # a 4xx for robots.txt: no rules were read, so none allowed it either
+        return "allowed: the site has no robots.txt (it answered 4xx), so every URL may be fetched"
+    return "allowed by its rules" if policy.allows(url, agent) else "refused: " + policy.refusal()[1]
 
 
 def trial_report(trial: Trial, *, selector: str = "", selector_kind: str = "css") -> dict:

@@ -214,3 +214,44 @@ def test_the_diff_of_equal_texts_says_so(admin_client, project):
     )
     html = admin_client.get(f"/admin/crawl/page/{page.id}/diff/", {"a": a.id, "b": b.id}).content.decode()
     assert "No difference in the visible text." in html
+
+
+def test_the_browsers_favicon_request_finds_an_icon(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("console/favicon.svg")
+
+
+def test_a_page_is_a_record_to_view_without_save_or_delete(admin_client):
+    from crawl.models import Page, Project
+    from tests.test_admin_console import add_page
+
+    page = add_page(Project.objects.create(name="rec", slug="rec"), "http://a.test/", "done")
+    html = admin_client.get(f"/admin/crawl/page/{page.id}/change/").content.decode()
+    assert "View page" in html and "Change page" not in html
+    assert 'name="_save"' not in html and "deletelink" not in html
+    assert admin_client.post(f"/admin/crawl/page/{page.id}/delete/", {"post": "yes"}).status_code == 403
+    assert Page.objects.filter(id=page.id).exists()
+
+
+def test_a_jobs_page_shows_its_report_first_and_refreshes_while_it_runs(admin_client):
+    from console import jobs
+    from console.models import Job
+    from crawl.models import Project
+
+    project = Project.objects.create(name="jp", slug="jp")
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=Job.Trigger.ADMIN)
+    html = admin_client.get(f"/admin/console/job/{job.id}/change/").content.decode()
+    assert '<meta http-equiv="refresh" content="5">' in html
+    assert html.index('class="job-report"') < html.index("field-created_at"), "the report above the details"
+    jobs.job_cancel(job=job)
+    assert 'http-equiv="refresh"' not in admin_client.get(f"/admin/console/job/{job.id}/change/").content.decode()
+
+
+def test_the_hosts_list_names_its_status_column_for_what_it_holds(admin_client):
+    from crawl.models import Host
+
+    Host.objects.create(host="calm.test")
+    Host.objects.create(host="busy.test", last_status=429)
+    html = admin_client.get("/admin/crawl/host/").content.decode()
+    assert "Last status" not in html and "Back-off status" in html
+    assert '<td class="field-backoff_status">429</td>' in html and '<td class="field-backoff_status">none</td>' in html

@@ -10,6 +10,7 @@ import urllib.request
 import pytest
 import redis
 from django.conf import settings
+from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django_celery_beat.models import PeriodicTask
 from rest_framework.authtoken.models import Token
@@ -144,6 +145,31 @@ def test_it_refuses_a_duplicate_name_and_a_slug_that_is_taken(api, shop):
     response = api.post("/api/projects/", {"name": "Other", "slug": "shop"}, format="json")
     assert response.status_code == 400
     assert "slug" in response.json()
+
+
+def test_it_refuses_an_unknown_field_naming_it_instead_of_ignoring_it(api, shop):
+    response = api.post("/api/projects/", {"name": "Limited", "maxpages": 5}, format="json")
+    assert response.status_code == 400
+    assert response.json() == {"maxpages": ["Unknown field. Did you mean 'max_pages'?"]}
+    assert not Project.objects.filter(name="Limited").exists()
+    response = api.patch("/api/projects/shop/", {"max_depht": 2}, format="json")
+    assert response.status_code == 400 and "max_depht" in response.json()
+    response = api.post("/api/seeds/", {"project": "shop", "url": "http://8.8.8.8/", "prio": 3}, format="json")
+    assert response.status_code == 400 and list(response.json()) == ["prio"]
+    response = api.post("/api/projects/shop/retry-failed/", {"error": "http_500"}, format="json")
+    assert response.status_code == 400 and "error" in response.json()
+
+
+def test_a_name_that_differs_only_in_case_or_punctuation_is_the_same_project_everywhere(api, shop):
+    response = api.post("/api/projects/", {"name": "shop!"}, format="json")
+    assert response.status_code == 400
+    assert "'Shop' (slug shop)" in response.json()["name"][0]
+    assert list(Project.objects.values_list("slug", flat=True)) == ["shop"], "no shop-2"
+    err = io.StringIO()
+    with pytest.raises(CommandError):  # the seed is refused; the project it used is what matters
+        call_command("crawl", "http://127.0.0.1:9/", "--project", "SHOP", "--timeout", "1", stderr=err)
+    assert "using the existing project shop" in err.getvalue() and "named 'Shop'" in err.getvalue()
+    assert list(Project.objects.values_list("slug", flat=True)) == ["shop"]
 
 
 def test_it_validates_the_recrawl_schedule_with_the_model_rules(api, shop):
@@ -457,7 +483,9 @@ def test_it_reports_progress(api, shop):
         "assets": {},
         "pending": 0,
         "pages_not_parsed": 1,
+        "retrying": [],
         "errors": {"dns_error": 1},
+        "warnings": [],
     }
 
 

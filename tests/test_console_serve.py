@@ -170,3 +170,15 @@ def test_a_new_user_serves_the_console_starts_a_crawl_and_reads_its_job(truth, s
     for shot in shots.values():
         png = shot.read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, shot
+
+
+def test_serve_keeps_the_first_admins_password_in_a_file_of_its_database(db, settings, tmp_path):
+    from console.management.commands.serve import Command as ServeCommand
+
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "admin-password").write_text("the embedded admin's\n")
+    said = ServeCommand()._admin_user()
+    kept = list(tmp_path.glob("admin-password-*"))
+    assert len(kept) == 1 and kept[0].name.endswith(settings.DATABASES["default"]["NAME"])
+    assert kept[0].read_text().strip() in said
+    assert (tmp_path / "admin-password").read_text() == "the embedded admin's\n", "another database's is kept"

@@ -12,6 +12,8 @@
 import ast
 import os
 import re
+import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +214,7 @@ def test_it_documents_the_default_the_code_has(settings_reads, reference):
 class DocBlock:
     script: str
     expected: tuple[str, ...]  # lines of the ```text block right after it, if any
+    background: bool = False  # "<!-- tested: each line runs on, in the background -->": servers
 
 
 def marked_blocks(markdown: str) -> list[DocBlock]:
@@ -221,7 +224,8 @@ def marked_blocks(markdown: str) -> list[DocBlock]:
     for i, line in enumerate(lines[:-1]):
         if line.startswith("<!-- tested") and lines[i + 1] == "```sh":
             script, after = _fenced(lines, i + 1)
-            blocks.append(DocBlock("".join(f"{s}\n" for s in script), _sample_after(lines, after)))
+            background = "in the background" in line
+            blocks.append(DocBlock("".join(f"{s}\n" for s in script), _sample_after(lines, after), background))
     return blocks
 
 
@@ -276,6 +280,20 @@ def checkout_copy(where: Path) -> Path:
     for entry in BASE_DIR.iterdir():
         if entry.name not in ("var", ".venv", ".git") and not entry.name.endswith("_cache"):
             (where / entry.name).symlink_to(entry)
+    _link_venv(where)
+    return where
+
+
+def source_copy(where: Path) -> Path:
+    """The repository's files copied (settings.py then finds its .env beside this manage.py, not
+    the checkout's), with .venv linked as checkout_copy links it."""
+    skipped = shutil.ignore_patterns(".venv", "var", ".git", ".hypothesis", ".schemathesis", "*_cache", "__pycache__")
+    shutil.copytree(BASE_DIR, where, ignore=skipped, symlinks=True)
+    _link_venv(where)
+    return where
+
+
+def _link_venv(where: Path) -> None:
     venv = where / ".venv"
     venv.mkdir()
     for entry in (BASE_DIR / ".venv").iterdir():
@@ -283,7 +301,6 @@ def checkout_copy(where: Path) -> Path:
             (venv / entry.name).symlink_to(entry)
     for stamp in (".installed-base", ".installed-web", ".installed-dev"):
         (venv / stamp).touch()
-    return where
 
 
 def new_user_env(var_dir: Path, settings_names: set[str]) -> dict[str, str]:
@@ -343,6 +360,79 @@ def test_getting_started_runs_as_written(settings_reads, tmp_path):
     rows = (checkout / exported["file"]).read_text().splitlines()
     assert len(rows) == int(exported["n"]) == int(summary["done"]) + int(summary["failed"])
     assert not (BASE_DIR / exported["file"]).exists(), "the commands wrote into the scratch copy only"
+
+
+# --- distributed.md, run as written against the test PostgreSQL and Redis --------------------------
+
+DISTRIBUTED = DOCS / "distributed.md"
+
+
+def walkthrough_script(script: str, *, name: str, db: dict, broker: str, url: str) -> str:
+    """A block of distributed.md with this machine's servers in place of the page's: db-host, the
+    Redis URL, example.com, and a database and role of the test's own in place of `crawlhub`."""
+    script = re.sub(r"\bcrawlhub\b", name, script).replace("db-host:5432", f"{db['HOST']}:{db['PORT'] or 5432}")
+    return script.replace("redis://:PASSWORD@redis-host:6379/0", broker).replace(EXAMPLE_URL, url)
+
+
+def start_background(line: str, cwd: Path, env: dict, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            ["bash", "-c", f"exec {line}"],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop_background(processes: list[subprocess.Popen]) -> None:
+    for proc in processes:
+        os.killpg(proc.pid, signal.SIGTERM)
+    for proc in processes:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def drop_database(name: str, db: dict) -> None:
+    admin = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/postgres"
+    for sql in (f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"DROP ROLE IF EXISTS {name}"):
+        subprocess.run(["psql", admin, "-v", "ON_ERROR_STOP=1", "-c", sql], capture_output=True, timeout=60)
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed (postgresql-client)")
+def test_the_distributed_walkthrough_runs_as_written(settings_reads, broker, tmp_path):
+    from django.conf import settings
+
+    db, name = settings.DATABASES["default"], f"crawlhub_doc_{os.getpid()}"
+    blocks = marked_blocks(DISTRIBUTED.read_text())
+    assert [b.background for b in blocks] == [False, False, False, True, True, False], "the walkthrough's steps"
+    assert "sudo" not in blocks[0].script, "a machine without sudo can run it"
+    checkout = source_copy(tmp_path / "crawlhub")
+    env = new_user_env(checkout / "var", set(settings_reads))
+    site, outputs, processes = generated_site(30), [], []
+    try:
+        with SiteServer.generated(site) as server:
+            for block in blocks:
+                script = walkthrough_script(block.script, name=name, db=db, broker=broker, url=f"{server.url}/")
+                if not block.background:
+                    outputs.append(run_block(script, checkout, env))
+                    continue
+                for line in script.splitlines():
+                    if line.strip() and "only for" not in line:  # the render worker: for render_js projects
+                        processes.append(start_background(line, checkout, env, tmp_path / "processes.log"))
+    finally:
+        stop_background(processes)
+        drop_database(name, db)
+    summary = SUMMARY.search(outputs[-1])
+    assert summary, outputs[-1][-3000:] + (tmp_path / "processes.log").read_text()[-3000:]
+    assert int(summary["done"]) >= ground_truth(site)["n_pages"], "every reachable page, by the workers"
+    written = sorted(line.split("=")[0] for line in (checkout / ".env").read_text().splitlines())
+    assert written == ["CELERY_BROKER_URL", "DATABASE_URL", "DJANGO_SECRET_KEY"]
+    assert "Operations to perform" in outputs[2] and len(processes) == 4, "migrated; three workers and beat"
 
 
 # --- commands.md names every option of every command ------------------------------------------------

@@ -125,6 +125,12 @@ def test_the_crawlers_own_servers_are_refused_even_with_allow_private():
     assert after == before  # Redis counted no connection but ours
 
 
+def test_the_consoles_own_address_is_refused_even_with_allow_private():
+    results = fetch_all(["http://127.0.0.1:8000/admin/", "http://localhost:8000/api/"], allow_private=True)
+    assert [r.error_code for r in results] == ["blocked_address"] * 2
+    assert "crawlhub's own servers" in results[0].error_message
+
+
 def test_a_loopback_server_is_fetched_with_allow_private():
     with RawServer(answer(body=b"intranet")) as site:
         [result] = fetch_all([site.url("/")], allow_private=True)

@@ -59,6 +59,17 @@ def test_it_keeps_out_of_scope_urls_out_of_the_frontier(project):
     assert discover(project, ["http://site.test/deep"], 3) == []
 
 
+def test_a_projects_links_to_other_ports_of_its_seeds_host_stay_out_unless_the_host_is_named(db):
+    project = project_get_or_create(name="ports", allow_private=True)
+    seeds_add(project=project, urls=["http://127.0.0.1:19002/"])
+    new = discover(project, ["http://127.0.0.1:19002/a", "http://127.0.0.1:8000/admin/"])
+    assert [p.url for p in Page.objects.filter(id__in=new)] == ["http://127.0.0.1:19002/a"]
+    project.allowed_domains = "127.0.0.1"
+    project.save()
+    forget_scope(project.id)
+    assert len(discover(project, ["http://127.0.0.1:8000/admin/"])) == 1, "a named host: every port of it"
+
+
 def test_it_stops_discovering_at_max_pages(project):
     project.max_pages = 10
     project.save()
@@ -183,9 +194,10 @@ def test_it_refuses_seeds_with_a_clear_reason():
 
     assert seed_problem("ftp://example.com/x", allow_private=False).startswith("blocked_scheme")
     assert seed_problem("http//nope", allow_private=False).startswith("invalid_url")
-    assert "non-public address" in seed_problem("http://127.0.0.1:8000/", allow_private=False)
+    assert "non-public address" in seed_problem("http://127.0.0.1:8001/", allow_private=False)
     assert "non-public address" in seed_problem("http://localhost/", allow_private=False)
-    assert seed_problem("http://127.0.0.1:8000/", allow_private=True) is None
+    assert seed_problem("http://127.0.0.1:8001/", allow_private=True) is None
+    assert "own servers" in seed_problem("http://127.0.0.1:8000/", allow_private=True), "the console's address"
     assert "metadata" in seed_problem("http://169.254.169.254/latest/", allow_private=True)
 
 

@@ -3,25 +3,33 @@ and can be resumed, retry-failed makes a new job, their counts are their own row
 carry their id, and the console warns when owed work has no worker to take it."""
 
 import base64
+import io
 import json
 import logging
 import os
 import re
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
 import pytest
 import redis
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 from django.utils import timezone
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from django_celery_beat.models import PeriodicTask
 
 from console import jobs
-from console.dashboard import overview_snapshot
+from console.beat import scheduler_heartbeat
+from console.dashboard import dashboard_snapshot, overview_snapshot
+from console.management.commands.crawl import Command as CrawlCommand
 from console.models import Job, JobLogEntry, WorkerBeat
+from console.selectors import project_progress
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_extract
 from crawl.models import Page, Project, Seed
+from media.models import MediaAsset
 from tests.conftest import last_json_line, run_manage
 from tests.test_admin_console import add_page
 
@@ -57,12 +65,53 @@ def test_a_job_starts_with_its_first_claim_and_ends_by_itself_when_drained(proje
     assert project.job_id is None, "the project runs no job any more"
 
 
+def test_a_jobs_times_and_rate_are_its_works_from_the_first_fetch_to_the_last_finish(project):
+    now = timezone.now()
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    Job.objects.filter(id=job.id).update(created_at=now - timedelta(seconds=60))
+    pages = [add_page(project, f"http://a.test/{i}", "done", fetch_ms=500) for i in range(15)]
+    stamp(job, *pages)
+    for i, page in enumerate(pages):  # fetched from 50 s ago, one every half second: 7 s of work
+        at = now - timedelta(seconds=50 - i / 2)
+        Page.objects.filter(id=page.id).update(fetched_at=at, updated_at=at)
+    assert jobs.jobs_tick() == {"started": 1, "ended": 1}, "the tick comes seconds after the work"
+    job.refresh_from_db()
+    assert job.started_at == now - timedelta(seconds=50.5), "the first fetch began fetch_ms before it ended"
+    assert job.finished_at == now - timedelta(seconds=43), "the last row finished"
+    assert (job.stats["seconds"], job.stats["pages_per_second"]) == (7.5, 2.0)
+
+
+def test_a_job_whose_rows_were_claimed_reads_as_running_before_the_tick_writes_it(project, admin_client):
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    Job.objects.filter(id=job.id).update(created_at=timezone.now() - timedelta(seconds=10))
+    job.refresh_from_db()
+    fetched = timezone.now() - timedelta(seconds=3)
+    pages = [add_page(project, f"http://a.test/{i}", "done", fetched_at=fetched, fetch_ms=0) for i in range(3)]
+    stamp(job, *pages)
+    add_page(project, "http://a.test/owed", "queued")
+    shown = admin_client.get(f"/api/jobs/{job.id}/").json()
+    assert (shown["state"], shown["started_at"]) == ("running", fetched.isoformat().replace("+00:00", "Z"))
+    assert shown["counts"]["pages_done"] == 3 and shown["counts"]["seconds"] >= 3
+    listed = json.loads(call_jobs_json("jobs"))
+    assert (listed["state"], listed["started_at"]) == ("running", fetched.isoformat())
+    assert Job.objects.get(id=job.id).state == "queued", "a read writes nothing"
+
+
+def call_jobs_json(project: str) -> str:
+    out = io.StringIO()
+    call_command("jobs", project, "--json", stdout=out)
+    return out.getvalue().splitlines()[0]
+
+
 def test_a_job_whose_every_page_failed_failed(project):
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
     stamp(job, add_page(project, "http://a.test/x", "failed", error_code="blocked_address"))
+    MediaAsset.objects.create(project=project, url="http://a.test/x.jpg", url_key="k", state="failed",
+                              error_code="http_404", job_id=job.id)  # fmt: skip
     jobs.jobs_tick()
     job.refresh_from_db()
-    assert job.state == "failed" and "every page failed" in job.message
+    assert (job.state, job.message) == ("failed", "every page failed (1); see the failures in its report")
+    assert (job.stats["errors"], job.stats["asset_errors"]) == ({"blocked_address": 1}, {"http_404": 1})
 
 
 def test_retry_failed_makes_a_new_job_of_the_failures_only(project):
@@ -144,17 +193,73 @@ def test_the_overview_warns_when_owed_work_has_no_worker(project, admin_client):
     assert row["owed"] == 1 and row["actions"] == ["start"]
     assert any("No scheduler (celery beat) is running (has never run)" in w for w in snapshot["warnings"])
     WorkerBeat.objects.create(name="w1@test", queues="fetch,extract,download")
-    every = IntervalSchedule.objects.create(every=5, period=IntervalSchedule.SECONDS)
-    PeriodicTask.objects.create(
-        name="console-jobs", task="console.jobs_tick", interval=every, last_run_at=timezone.now()
-    )
+    scheduler_heartbeat()
     assert not overview_snapshot()["warnings"], "a live worker on the queue and a running beat: no warning"
-    WorkerBeat.objects.filter(name="w1@test").update(seen_at=timezone.now() - timedelta(minutes=5))
-    PeriodicTask.objects.filter(name="console-jobs").update(last_run_at=timezone.now() - timedelta(minutes=5))
+    assert [w["name"] for w in overview_snapshot()["workers"]] == ["w1@test"], "beat is not a worker"
+    WorkerBeat.objects.update(seen_at=timezone.now() - timedelta(minutes=5))
     warnings = overview_snapshot()["warnings"]
     assert len(warnings) == 2, "a worker not seen for minutes is gone, and so is a beat"
     html = admin_client.get("/admin/").content.decode()
     assert "no worker consumes the &#x27;fetch&#x27; queue" in html, "the admin index warns too"
+
+
+def test_pages_waiting_out_a_retry_are_shown_with_their_reason_and_time(project, admin_client, capsys):
+    due = timezone.now() + timedelta(seconds=90)
+    for path in ("a", "b"):
+        add_page(project, f"http://a.test/{path}", "queued", next_fetch_at=due, error_code="connect_error",
+                 error_message="the host was unreachable (connect_error)")  # fmt: skip
+    add_page(project, "http://a.test/c", "queued")
+    expected = {"code": "connect_error", "pages": 2, "message": "the host was unreachable (connect_error)"}
+    (row,) = [r for r in overview_snapshot()["projects"] if r["slug"] == "jobs"]
+    assert row["retrying"] == [expected | {"next_at": due.isoformat()}]
+    assert dashboard_snapshot(project)["retrying"] == row["retrying"]
+    progress = admin_client.get("/api/projects/jobs/progress/").json()
+    assert [(r["code"], r["pages"]) for r in progress["retrying"]] == [("connect_error", 2)]
+    CrawlCommand()._progress_line(project_progress(project), 3.0)
+    assert f"2 pages retrying connect_error, next at {timezone.localtime(due):%H:%M:%S}" in capsys.readouterr().err
+
+
+def test_start_on_a_finished_project_offers_the_recrawls_instead_of_an_empty_job(project, admin_client):
+    Seed.objects.create(project=project, url="http://a.test/")
+    long_ago, later = timezone.now() - timedelta(hours=2), timezone.now() + timedelta(hours=2)
+    seed = add_page(project, "http://a.test/", "done", is_seed=True, next_fetch_at=long_ago)
+    other = add_page(project, "http://a.test/x", "done", next_fetch_at=later)
+    last = Job.objects.create(project=project, kind="crawl", trigger=T, state="succeeded", message="2 pages done")
+    control = reverse("admin-overview-control")
+    refused = admin_client.post(control, {"project": project.id, "action": "start"})
+    assert refused.status_code == 409 and refused.json()["offer"] == ["recrawl_due", "recrawl"]
+    assert refused.json()["error"] == (
+        "jobs has nothing left to crawl (2 pages done, 0 failed): "
+        "recrawl what is due (1 pages) or recrawl everything (2 pages)."
+    )
+    api = admin_client.post("/api/projects/jobs/start/")
+    assert api.status_code == 409 and api.json()["offer"]["recrawl_due"]["body"] == {"due": True}
+    assert list(Job.objects.all()) == [last], "no empty job hides the last run"
+    (row,) = [r for r in overview_snapshot()["projects"] if r["slug"] == "jobs"]
+    assert row["job"]["id"] == last.id
+
+    due = admin_client.post(control, {"project": project.id, "action": "recrawl_due"})
+    assert due.status_code == 200 and due.json()["ok"]
+    states = dict(Page.objects.filter(project=project).values_list("id", "state"))
+    assert states == {seed.id: "queued", other.id: "done"}, "only what is due"
+    assert Job.objects.get(id=due.json()["job"]).kind == "recrawl"
+
+
+@pytest.mark.integration
+def test_the_scheduler_warning_goes_within_seconds_of_beat_starting(project, worker_env, tmp_path):
+    add_page(project, "http://a.test/owed", "queued")
+    no_beat = "No scheduler (celery beat) is running"
+    assert any(no_beat in w for w in overview_snapshot()["warnings"])
+    command = [sys.executable, "-m", "celery", "-A", "crawlproject", "beat", "-l", "INFO"]
+    with open(tmp_path / "beat.log", "w") as log:
+        beat = subprocess.Popen([*command, "-s", str(tmp_path / "schedule")], env=worker_env, stdout=log, stderr=log)
+    try:
+        wait_for(lambda: not any(no_beat in w for w in overview_snapshot()["warnings"]), "the warning to go", 30)
+        synced = PeriodicTask.objects.exclude(last_run_at=None).values_list("last_run_at", flat=True)
+        assert not [t for t in synced if t > timezone.now() - timedelta(minutes=1)], "not from last_run_at"
+    finally:
+        beat.terminate()
+        beat.wait(20)
 
 
 def test_the_overview_buttons_start_pause_and_cancel_jobs(project, admin_client):

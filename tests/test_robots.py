@@ -163,6 +163,14 @@ def test_it_disallows_everything_when_robots_txt_could_not_be_fetched():
     assert policy_from_response(None, "").refusal()[0] == "robots_unavailable"
 
 
+@pytest.mark.parametrize("error", ["connect_error", "connect_timeout", "dns_error"])
+def test_a_host_that_did_not_answer_is_called_unreachable_not_blamed_on_robots_txt(error):
+    code, message = policy_from_response(None, "", error=error).refusal()
+    assert code == error
+    assert message.startswith(f"the host was unreachable ({error})")
+    assert "robots.txt could not be fetched" not in message
+
+
 def test_it_reports_a_blocked_address_as_such():
     policy = policy_from_response(None, "", error="blocked_address")
     assert not policy.allows("https://example.com/", AGENT)

@@ -221,3 +221,11 @@ def test_a_scope_refusal_names_the_limit_behind_rejects(url, depth, code, messag
 def test_an_in_scope_url_has_no_refusal():
     scope = Scope.build(domains=["a.test"], max_depth=2, allow=["/x"], deny=["/logout"])
     assert scope.rejects("http://www.a.test/x", 2) is None and scope.refusal("http://www.a.test/x", 2) is None
+
+
+def test_it_says_whether_robots_txt_rules_allowed_the_page_or_there_were_none(db, site):
+    project = truth_project(site)
+    assert trial_report(try_url(f"{site.url}/start", project=project))["robots"] == "allowed by its rules"
+    with SiteServer(Site(files={"/": (200, {"Content-Type": "text/html"}, b"<p>hi</p>")})) as bare:
+        report = trial_report(try_url(f"{bare.url}/", allow_private=True))
+    assert report["robots"].startswith("allowed: the site has no robots.txt (it answered 4xx)")

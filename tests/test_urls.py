@@ -344,3 +344,25 @@ def test_it_checks_depth_before_host_and_host_before_patterns():
     assert scope.rejects("http://other.org/", 1) == "depth"
     assert scope.rejects("http://other.org/", 0) == "offsite"
     assert scope.rejects("http://example.com/", 0) == "denied"
+
+
+def test_a_scope_built_from_seeds_keeps_to_their_ports():
+    scope = Scope.build(domains=["127.0.0.1"], origins=["http://127.0.0.1:19002/"])
+    assert scope.rejects("http://127.0.0.1:19002/a", 1) is None
+    assert scope.rejects("http://127.0.0.1:8000/admin/", 1) == "other_port"
+    assert scope.rejects("http://127.0.0.1/", 1) == "other_port"
+    code, why = scope.refusal("http://127.0.0.1:8000/admin/", 1)
+    assert code == "other_port" and "8000" in why and "allowed_domains" in why
+
+
+def test_a_scope_of_default_ports_follows_http_to_https_and_subdomains_but_not_other_ports():
+    scope = Scope.build(domains=["example.com"], origins=["http://example.com/"])
+    assert scope.rejects("https://example.com/a", 1) is None, "the site moved to https: the same site"
+    assert scope.rejects("http://blog.example.com/a", 1) is None
+    assert scope.rejects("http://example.com:8080/a", 1) == "other_port"
+
+
+def test_a_scope_of_named_domains_allows_every_port_of_them():
+    scope = Scope.build(domains=["127.0.0.1"])
+    assert scope.rejects("http://127.0.0.1:8000/", 1) is None
+    assert scope.rejects("http://127.0.0.1:19002/", 1) is None

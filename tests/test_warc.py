@@ -138,3 +138,18 @@ def test_a_distributed_crawl_exports_one_response_per_stored_page(workers, worke
     assert sorted((r.warc.get_header("WARC-Target-URI"), r.payload) for r in from_stdout) == sorted(
         (r.warc.get_header("WARC-Target-URI"), r.payload) for r in responses
     )
+
+
+def test_the_api_exports_the_stored_pages_as_the_command_does(db, admin_client):
+    project = project_get_or_create(name="warcapi")
+    stored_page(
+        project, "/a", b"<p>a</p>", {"content-type": "text/html"}, status_code=200, fetched_at=datetime.now(UTC)
+    )
+    response = admin_client.get("/api/projects/warcapi/export/", {"format": "warc"})
+    assert response.status_code == 200 and response["Content-Type"] == "application/warc"
+    assert 'filename="warcapi.warc.gz"' in response["Content-Disposition"]
+    records = read_warc(io.BytesIO(b"".join(response.streaming_content)))
+    assert [r.type for r in records] == ["warcinfo", "response", "request"]
+    assert records[1].payload == b"<p>a</p>"
+    refused = admin_client.get("/api/projects/warcapi/export/", {"format": "warc", "what": "items"})
+    assert refused.status_code == 400 and "what" in refused.json()

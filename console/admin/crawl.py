@@ -94,7 +94,17 @@ class ProjectAdmin(ProjectScopedAdmin):
         ),
     )
 
-    actions = ("start", "pause", "resume", "cancel", "recrawl_now", "retry_failed", "reextract", "export_pages")
+    actions = (
+        "start",
+        "pause",
+        "resume",
+        "cancel",
+        "recrawl_due",
+        "recrawl_now",
+        "retry_failed",
+        "reextract",
+        "export_pages",
+    )
 
     def _edits_network(self, request, obj) -> bool:
         can_edit = self.has_change_permission(request, obj) if obj else self.has_add_permission(request)
@@ -171,6 +181,10 @@ class ProjectAdmin(ProjectScopedAdmin):
     def recrawl_now(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_recrawl, "recrawling")
 
+    @admin.action(description="Recrawl due: a job fetching again the pages whose revisit is due", permissions=["run"])
+    def recrawl_due(self, request, queryset):
+        self._jobs(request, queryset, jobs.crawl_recrawl_due, "recrawling what is due")
+
     @admin.action(description="Retry failed pages: a job queueing every failed page again", permissions=["run"])
     def retry_failed(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_retry_failed, "retrying failures")
@@ -181,7 +195,11 @@ class ProjectAdmin(ProjectScopedAdmin):
 
     def _jobs(self, request, queryset, start, verb: str) -> None:
         for project in queryset:
-            job, queued = start(project=project, trigger=Job.Trigger.ADMIN, user=request.user)
+            try:
+                job, queued = start(project=project, trigger=Job.Trigger.ADMIN, user=request.user)
+            except jobs.ProjectFinished as finished:
+                self.message_user(request, f"{finished} (the actions Recrawl due and Recrawl now)", messages.WARNING)
+                continue
             url = reverse("admin:console_job_change", args=[job.id])
             self.message_user(
                 request,

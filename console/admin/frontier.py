@@ -67,6 +67,12 @@ class FrontierAdmin(ProjectScopedAdmin):
     def has_add_permission(self, request):
         return False  # pages come from seeds and links, never typed in
 
+    def has_change_permission(self, request, obj=None):
+        return False  # a record of the crawl: "View page", without Save; the actions steer it
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # the frontier's rows are the crawl's truth: retry or requeue, never delete
+
     @admin.action(description="Retry selected failed pages", permissions=["run"])
     def retry_pages(self, request, queryset):
         count = pages_retry(pages=queryset)
@@ -284,7 +290,7 @@ class HostAdmin(AllProjectsAdmin):
         "crawl_delay",
         "min_delay",
         "max_in_flight",
-        "last_status",
+        "backoff_status",
         "updated_at",
     )
     list_filter = ("blocked",)
@@ -293,6 +299,12 @@ class HostAdmin(AllProjectsAdmin):
     paginator = CappedPaginator
     readonly_fields = ("next_allowed_at", "backoff_until", "crawl_delay", "last_status", "updated_at")
     actions = ("block_hosts", "unblock_hosts")
+
+    @admin.display(description="back-off status", ordering="last_status")
+    def backoff_status(self, obj):
+        """The status of the host's last back-off (429 or 503 with Retry-After): the only status the
+        row keeps; a page's own status is on the page."""
+        return obj.last_status or "none"
 
     @admin.action(description="Block selected hosts (their pages fail as host_blocked)", permissions=["change"])
     def block_hosts(self, request, queryset):

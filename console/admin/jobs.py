@@ -22,9 +22,14 @@ class JobAdmin(ProjectScopedAdmin):
     list_select_related = ("project", "started_by")
     date_hierarchy = "created_at"
     change_form_template = "admin/console/job/change_form.html"
-    fields = ("project", "kind", "state", "trigger", "started_by", "retry_of", "created_at", "started_at",
-              "finished_at", "message", "report")  # fmt: skip
-    readonly_fields = fields
+    # What happened first (its state, why, the report); who and when below, folded.
+    fieldsets = (
+        (None, {"fields": ("project", "state", "message", "report")}),
+        ("Details", {"classes": ("collapse",), "fields": ("kind", "trigger", "started_by", "retry_of", "created_at",
+                                                           "started_at", "finished_at")}),
+    )  # fmt: skip
+    readonly_fields = ("project", "kind", "state", "trigger", "started_by", "retry_of", "created_at", "started_at",
+                       "finished_at", "message", "report")  # fmt: skip
 
     def has_add_permission(self, request):
         return False  # jobs are begun by Start, schedules and commands

@@ -32,6 +32,12 @@ class JobSerializer(serializers.ModelSerializer):
     def get_counts(self, job: Job) -> dict:
         return jobs.job_counts(job)
 
+    def to_representation(self, job: Job) -> dict:
+        """State and start as the job's rows tell them, not only as the last jobs tick wrote them."""
+        data = super().to_representation(job)
+        state, started_at = jobs.job_observed(job)
+        return data | {"state": state, "started_at": self.fields["started_at"].to_representation(started_at)}
+
 
 class JobDetailSerializer(JobSerializer):
     failures = serializers.SerializerMethodField()

@@ -10,12 +10,15 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
 
 from console import jobs
 from console.access import may, network_changes, network_refusal, project_owner_add
 from console.exports import CONTENT_TYPES, export_response
 from console.models import Job
-from console.selectors import project_errors, project_progress
+from console.selectors import project_errors, project_progress, stage_backlog
+from console.warc import warc_response
+from console.workers import stage_warnings
 from crawl.frontier.discovery import forget_scope
 from crawl.models import Project, Seed
 from crawl.services.credentials import secrets_refusal
@@ -79,7 +82,12 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         """Begin a job (or join the running one): the project becomes active, its active seeds go in the
         frontier and everything queued is published. The answer names the job (/api/jobs/<id>/)."""
         project = self.get_object()
-        _job, published = jobs.crawl_start(project=project, trigger=Job.Trigger.API, user=request.user)
+        try:
+            _job, published = jobs.crawl_start(project=project, trigger=Job.Trigger.API, user=request.user)
+        except jobs.ProjectFinished as finished:
+            recrawl = reverse("project-recrawl", args=[project.slug])
+            offer = {"recrawl_due": {"POST": recrawl, "body": {"due": True}}, "recrawl": {"POST": recrawl}}
+            return Response({"detail": str(finished), "offer": offer}, status=409)
         return self._result(project, published=published)
 
     @extend_schema(request=None, responses=s.PauseResultSerializer, summary="Pause the crawl")
@@ -97,12 +105,18 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         jobs.project_resume(project=project)
         return self._result(project, published=project_progress(project)["pending"])
 
-    @extend_schema(request=None, responses=s.QueuedResultSerializer, summary="Recrawl every finished page (a job)")
+    @extend_schema(
+        request=s.RecrawlSerializer, responses=s.QueuedResultSerializer, summary="Recrawl finished pages (a job)"
+    )
     @action(detail=True, methods=["post"])
     def recrawl(self, request: Request, slug: str) -> Response:
-        """Queue the finished pages again (conditional GET makes unchanged ones cheap), as a job."""
+        """Queue the finished pages again (conditional GET makes unchanged ones cheap), as a job; with
+        {"due": true} only those whose revisit is due."""
         project = self.get_object()
-        _job, queued = jobs.crawl_recrawl(project=project, trigger=Job.Trigger.API, user=request.user)
+        body = s.RecrawlSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        recrawl = jobs.crawl_recrawl_due if body.validated_data["due"] else jobs.crawl_recrawl
+        _job, queued = recrawl(project=project, trigger=Job.Trigger.API, user=request.user)
         return self._result(project, queued=queued)
 
     @extend_schema(request=s.RetryFailedSerializer, responses=s.RequeuedResultSerializer, summary="Retry failed pages")
@@ -122,15 +136,22 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, slug: str) -> Response:
         project = self.get_object()
-        return Response(project_progress(project) | {"errors": project_errors(project)})
+        warnings = stage_warnings(stage_backlog(project), rendered=project.render_js)
+        return Response(project_progress(project) | {"errors": project_errors(project), "warnings": warnings})
 
     @extend_schema(
-        summary="Export pages, items or assets as JSON lines or CSV (streamed)",
+        summary="Export pages, items or assets as JSON lines or CSV (streamed), or stored pages as WARC",
         parameters=[
-            OpenApiParameter("format", enum=["jsonl", "csv"], default="jsonl", description="File format."),
+            OpenApiParameter(
+                "format", enum=["jsonl", "csv", "warc"], default="jsonl", description="File format (warc: pages)."
+            ),
             OpenApiParameter("what", enum=["assets", "items", "pages"], default="pages", description="Rows."),
         ],
-        responses={(200, CONTENT_TYPES["jsonl"]): OpenApiTypes.STR, (200, CONTENT_TYPES["csv"]): OpenApiTypes.STR},
+        responses={
+            (200, CONTENT_TYPES["jsonl"]): OpenApiTypes.STR,
+            (200, CONTENT_TYPES["csv"]): OpenApiTypes.STR,
+            (200, "application/warc"): OpenApiTypes.BINARY,
+        },
     )
     @action(
         detail=True,
@@ -143,6 +164,8 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         project = self.get_object()
         query = s.ExportQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        if query.validated_data["format"] == "warc":
+            return warc_response(project)
         return export_response(project, what=query.validated_data["what"], fmt=query.validated_data["format"])
 
 

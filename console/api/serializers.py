@@ -1,7 +1,9 @@
 """What the API reads and writes: projects and seeds (validated like the admin), and read-only results."""
 
 import copy
+import difflib
 import re
+from collections.abc import Mapping
 
 from django_celery_beat.validators import crontab_validator
 from drf_spectacular.utils import extend_schema_field
@@ -10,7 +12,7 @@ from rest_framework import serializers
 from console.access import projects_for
 from console.exports import FIELDS
 from crawl.models import Page, Project, Seed
-from crawl.services.projects import seed_problem
+from crawl.services.projects import project_named_alike, seed_problem
 from media.models import MediaAsset
 from media.storage import StorageUnavailable, object_url
 from scrape.models import Item
@@ -39,6 +41,24 @@ class ProjectSlugField(serializers.SlugRelatedField):
         return super().to_internal_value(data)
 
 
+class KnownFieldsOnly:
+    """Refuse (400, naming it) a field the serializer does not have: a typo such as "maxpages"
+    would otherwise be ignored, and make an unlimited crawl. Read-only fields are known (a body
+    read from the API may be sent back)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = sorted(str(name) for name in data if name not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({name: [_unknown(name, self.fields)] for name in unknown})
+        return super().to_internal_value(data)
+
+
+def _unknown(name: str, fields) -> str:
+    close = difflib.get_close_matches(name, list(fields), n=1)
+    return "Unknown field." + (f" Did you mean {close[0]!r}?" if close else "")
+
+
 WRITE_ONLY = ' Values are write-only: answered as "***" (sending "***" back keeps the stored value).'
 
 
@@ -46,7 +66,7 @@ def _help(field: str) -> str:
     return str(Project._meta.get_field(field).help_text)
 
 
-class ProjectSerializer(serializers.ModelSerializer):
+class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     api_config = ApiConfigField(required=False, help_text=Project._meta.get_field("api_config").help_text)
     request_headers = SecretMapField(required=False, help_text=_help("request_headers") + WRITE_ONLY)
     cookies = SecretMapField(required=False, help_text=_help("cookies") + WRITE_ONLY)
@@ -70,6 +90,16 @@ class ProjectSerializer(serializers.ModelSerializer):
             "rate_limit": {"min_value": 0, "max_value": 1_000_000},
         }
 
+    def validate_name(self, name: str) -> str:
+        """One project per name up to case and punctuation (its slug): never a silent "-2"."""
+        alike = project_named_alike(name)
+        if alike is not None and alike != self.instance:
+            raise serializers.ValidationError(
+                f"The project {alike.name!r} (slug {alike.slug}) has this name but for case or punctuation: "
+                "use it, or choose another name."
+            )
+        return name
+
     def validate(self, attrs: dict) -> dict:
         """The model's own cross-field rules (one recrawl schedule, a valid crontab), on the would-be row."""
         candidate = copy.copy(self.instance) if self.instance is not None else Project()
@@ -79,7 +109,7 @@ class ProjectSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class SeedSerializer(serializers.ModelSerializer):
+class SeedSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     project = ProjectSlugField(help_text="Slug of the seed's project.")
     url = serializers.CharField(max_length=2000, help_text="Start URL (http or https).")
     method = serializers.ChoiceField(choices=["GET", "POST"], default="GET", help_text="GET or POST.")
@@ -228,13 +258,19 @@ class AssetSerializer(serializers.ModelSerializer):
 # --- Action inputs and outputs ------------------------------------------------------------------
 
 
-class RetryFailedSerializer(serializers.Serializer):
+class RetryFailedSerializer(KnownFieldsOnly, serializers.Serializer):
     error_code = serializers.CharField(
         required=False, allow_blank=True, max_length=40, help_text="Only failures with this error code."
     )
 
 
-class PagesRetrySerializer(serializers.Serializer):
+class RecrawlSerializer(KnownFieldsOnly, serializers.Serializer):
+    due = serializers.BooleanField(
+        default=False, help_text="Only the pages whose revisit is due (what the schedule would fetch)."
+    )
+
+
+class PagesRetrySerializer(KnownFieldsOnly, serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
         min_length=1,
@@ -244,8 +280,13 @@ class PagesRetrySerializer(serializers.Serializer):
 
 
 class ExportQuerySerializer(serializers.Serializer):
-    format = serializers.ChoiceField(choices=["jsonl", "csv"], default="jsonl")
+    format = serializers.ChoiceField(choices=["jsonl", "csv", "warc"], default="jsonl")
     what = serializers.ChoiceField(choices=sorted(FIELDS), default="pages")
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["format"] == "warc" and attrs["what"] != "pages":
+            raise serializers.ValidationError({"what": "A WARC holds stored pages: drop what or use what=pages."})
+        return attrs
 
 
 class ActionResultSerializer(serializers.Serializer):
@@ -276,4 +317,13 @@ class ProgressSerializer(serializers.Serializer):
     assets = serializers.DictField(child=serializers.IntegerField(), help_text="Assets per state.")
     pending = serializers.IntegerField(help_text="Work still owed.")
     pages_not_parsed = serializers.IntegerField(help_text="Done pages stored but not parsed (not HTML).")
+    retrying = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Queued pages waiting out a back-off after an error, per error code: code, pages, message, "
+        "next_at (when the next is due).",
+    )
     errors = serializers.DictField(child=serializers.IntegerField(), help_text="Failed pages per error code.")
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Work owed that no live worker takes (no worker consumes a stage's queue), one sentence each.",
+    )

@@ -19,7 +19,7 @@ from .filters import SinkFilter
 from .permissions import ProjectScopedMixin, read_write
 
 
-class SinkSerializer(serializers.ModelSerializer):
+class SinkSerializer(s.KnownFieldsOnly, serializers.ModelSerializer):
     project = s.ProjectSlugField(help_text="Slug of the sink's project.")
     config = SinkConfigField(required=False, help_text=Sink._meta.get_field("config").help_text)
     counts = serializers.SerializerMethodField()

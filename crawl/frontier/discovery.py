@@ -30,14 +30,14 @@ def project_scope(project: Project) -> Scope:
     cached = _SCOPE_CACHE.get(project.id)
     if cached and time.monotonic() - cached[0] < SCOPE_CACHE_SECONDS:
         return cached[1]
-    domains = parse_lines(project.allowed_domains) or sorted(
-        {host_of(u) for u in project.seeds.values_list("url", flat=True)} - {""}
-    )
+    named = parse_lines(project.allowed_domains)
+    seeds = [] if named else list(project.seeds.values_list("url", flat=True))
     scope = Scope.build(
-        domains=domains,
+        domains=named or sorted({host_of(u) for u in seeds} - {""}),
         max_depth=project.max_depth,
         allow=parse_lines(project.allow_patterns),
         deny=parse_lines(project.deny_patterns),
+        origins=seeds,  # the seeds' own scope keeps to their ports; named hosts allow every port
     )
     _SCOPE_CACHE[project.id] = (time.monotonic(), scope)
     return scope

@@ -6,19 +6,25 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils.text import slugify
 
 from crawl.frontier.discovery import forget_scope, project_scope, seeds_enqueue
-from crawl.models import Project, Seed
+from crawl.frontier.pages import pages_requeue
+from crawl.models import Page, Project, Seed
 from crawl.netguard import BlockedAddress, check_addresses, getaddrinfo
-from crawl.urls import InvalidURL, canonicalize, host_in_domains, host_of
+from crawl.urls import InvalidURL, canonicalize, host_in_domains, host_of, url_key
 
 log = logging.getLogger("crawlhub.projects")
 
 
 def project_get_or_create(*, name: str, **settings_) -> Project:
-    """The project called `name` (created if new); given settings overwrite the stored ones."""
-    project, _ = Project.objects.get_or_create(name=name, defaults={"slug": _free_slug(name)})
+    """The project called `name`, or the one whose slug the name makes (the same name but for case
+    and punctuation: one project, never a silent "-2"), created if neither exists; given settings
+    overwrite the stored ones."""
+    project = project_named_alike(name)
+    if project is None:
+        project, _ = Project.objects.get_or_create(name=name, defaults={"slug": _free_slug(name)})
     changed = {k: v for k, v in settings_.items() if v is not None and getattr(project, k) != v}
     if changed:
         for field, value in changed.items():
@@ -41,8 +47,19 @@ def project_name_for(url: str) -> str | None:
     return f"{host}:{parts.port}" if parts.port else host
 
 
+def project_named_alike(name: str) -> Project | None:
+    """The project called `name`, else the one whose slug `name` would make: "My Shop" and
+    "my shop!" are one project (the admin refuses the second, its slug being taken)."""
+    slug = _slug_of(name)
+    return Project.objects.filter(name=name).first() or (Project.objects.filter(slug=slug).first() if slug else None)
+
+
+def _slug_of(name: str) -> str:
+    return slugify(name.replace(":", "-"))[:180]
+
+
 def _free_slug(name: str) -> str:
-    base = slugify(name.replace(":", "-"))[:180] or "project"
+    base = _slug_of(name) or "project"  # a name with no letter or digit to make a slug of: numbered
     slug, n = base, 1
     while Project.objects.filter(slug=slug).exists():
         n += 1
@@ -66,6 +83,25 @@ def seeds_add(*, project: Project, urls: list[str], kind: str = Seed.Kind.PAGE) 
     Seed.objects.bulk_create([Seed(project=project, url=u.strip(), kind=kind) for u in urls], ignore_conflicts=True)
     forget_scope(project.id)
     return seeds_enqueue(project)
+
+
+@transaction.atomic
+def seeds_retry_failed(*, project: Project, urls: list[str]) -> list[int]:
+    """Give another chance to the failed seed rows among `urls`, and to every page refused for its
+    private address once the project allows private ones: a crawl run again (with the flag the
+    refusal named, or once the site is back up) tries them again instead of finding nothing owed.
+    Returns the ids queued (published after the commit)."""
+    keys = []
+    for url in urls:
+        try:
+            keys.append(url_key(canonicalize(url)))
+        except InvalidURL:
+            continue  # still not a URL: refused up front again
+    again = Q(is_seed=True, url_key__in=keys)
+    if project.allow_private or settings.CRAWL_ALLOW_PRIVATE:
+        again |= Q(error_code="blocked_address")
+    failed = Page.objects.filter(again, project=project, state=Page.State.FAILED)
+    return pages_requeue(failed, from_states=(Page.State.FAILED,))
 
 
 _OFFERED: set[tuple[int, str]] = set()

@@ -19,20 +19,28 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
 from console import control
-from console.jobs import job_begin, job_counts, job_finish, jobs_tick
+from console.jobs import job_begin, job_finish, job_pause, job_resume, jobs_tick
+from console.management.commands._crawl_summary import crawl_summary, progress_table, report_lines, unfinished_text
 from console.models import Job
-from console.selectors import project_progress, project_work_owed
+from console.selectors import project_progress, project_work_owed, retrying_text, stage_backlog
+from console.workers import stage_warnings
 from crawl.frontier.assets import assets_publish_owed
 from crawl.frontier.pages import pages_publish_owed
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope
 from crawl.models import Page, Project
-from crawl.services.projects import project_get_or_create, project_name_for, seed_problem, seeds_add
+from crawl.services.projects import (
+    project_get_or_create,
+    project_name_for,
+    project_named_alike,
+    seed_problem,
+    seeds_add,
+    seeds_retry_failed,
+)
 from crawl.workers import EmbeddedWorker
-from scrape.sinks.delivery import project_sink_counts, sinks_owed, sinks_tick
+from scrape.sinks.delivery import sinks_owed, sinks_tick
 
 POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
 COUNT_EVERY_SECONDS = 2.0  # the full counts by state (progress display, stall detection), at least this apart
@@ -73,6 +81,14 @@ def _seconds(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError("seconds cannot be negative")
     return value
+
+
+def _suggested(text: str) -> str:
+    """What the user probably meant: "example.com" is https://example.com/."""
+    bare = text.strip()
+    if "://" not in bare and " " not in bare and "." in bare and project_name_for(f"https://{bare}"):
+        return f"https://{bare}" + ("" if "/" in bare else "/")
+    return "https://example.com/"
 
 
 class Command(BaseCommand):
@@ -122,17 +138,18 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts):
-        started = time.monotonic()
+        started, self._warned = time.monotonic(), []
         every_url = opts["urls"] + opts["sitemap"] + opts["feed"]
         if not every_url:
             raise CommandError("give at least one URL, --sitemap or --feed")
+        if not any(project_name_for(url) for url in every_url):  # not one URL: nothing is created
+            raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try {_suggested(every_url[0])})")
         name = opts["project"] or project_name_for(every_url[0])
         if name is None:
-            raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try https://example.com/)")
+            raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try {_suggested(every_url[0])})")
         project = self._project(name, opts)
         self._check_seeds(project, every_url)
-        job, created = job_begin(project=project, kind=self._kind(opts), trigger=Job.Trigger.COMMAND)
-        self.stderr.write(f"{'job' if created else 'joined the running job'} {job.id} of project {project.slug}")
+        job = self._job(project, opts)
         with job_scope(job.id):
             control.project_activate(project=project)
             # Refused seeds are kept too: each becomes a failed row saying why (and the job fails when
@@ -140,21 +157,24 @@ class Command(BaseCommand):
             new_ids = seeds_add(project=project, urls=opts["urls"])
             new_ids += seeds_add(project=project, urls=opts["sitemap"], kind="sitemap")
             new_ids += seeds_add(project=project, urls=opts["feed"], kind="feed")
+            new_ids += seeds_retry_failed(project=project, urls=every_url)
             # Work left over from an interrupted run is published now, not after the republish timeout.
             pages_publish_owed(Page.objects.filter(project=project).exclude(id__in=new_ids))
             assets_publish_owed(project.assets.all())
             if opts["recrawl"]:
                 control.pages_recrawl(project=project)
-        worker = self._start_worker(opts["workers"])
+        worker, interrupted = self._start_worker(opts["workers"]), False
         try:
             try:
                 completed = self._wait(project, worker, opts, started)
             except KeyboardInterrupt:
-                completed = False
+                completed, interrupted = False, True
             if completed:
                 job_finish(job=job)
+            elif worker:
+                job_pause(job=job)  # no worker is left to run it: it is paused, not "running"
             job.refresh_from_db()
-            summary = self._summary(project, job, started, completed)  # the crawl's time, not the shutdown's
+            summary = crawl_summary(project, job, completed)
         finally:
             if worker:
                 if completed:
@@ -163,19 +183,30 @@ class Command(BaseCommand):
                 worker.stop()
         self._report(summary, opts["json"])
         if not completed:
-            raise CommandError(f"crawl did not complete (timeout or interrupted); job {job.id} resumes on the next run")
+            raise CommandError(unfinished_text(job, project, "interrupted" if interrupted else "timed out", worker))
         if job.state == Job.State.FAILED:
             hint = " (--allow-private allows loopback and private addresses)" if self._private_refused(summary) else ""
             raise CommandError(f"nothing could be crawled: job {job.id} failed, {job.message}{hint}")
+
+    def _job(self, project: Project, opts) -> Job:
+        """The project's job: a new one, the one running, or its paused one, resumed."""
+        job, created = job_begin(project=project, kind=self._kind(opts), trigger=Job.Trigger.COMMAND)
+        if job.state == Job.State.PAUSED:
+            job_resume(job=job)
+            self.stderr.write(f"resumed the paused job {job.id} of project {project.slug}")
+        else:
+            self.stderr.write(f"{'job' if created else 'joined the running job'} {job.id} of project {project.slug}")
+        return job
 
     def _kind(self, opts) -> str:
         return Job.Kind.RECRAWL if opts["recrawl"] else Job.Kind.CRAWL
 
     def _project(self, name: str, opts) -> Project:
-        existing = Project.objects.filter(name=name).first()
+        existing = project_named_alike(name)
         if existing is not None:
             pages = Page.objects.filter(project=existing).count()
-            self.stderr.write(f"using the existing project {existing.slug} ({pages} pages from earlier runs)")
+            alike = f", named {existing.name!r}" if existing.name != name else ""
+            self.stderr.write(f"using the existing project {existing.slug} ({pages} pages from earlier runs{alike})")
             if opts["allow_private"] and not existing.allow_private:
                 self.stderr.write(f"project {existing.slug}: private addresses allowed from now on (--allow-private)")
             elif existing.allow_private and not opts["allow_private"]:
@@ -213,7 +244,7 @@ class Command(BaseCommand):
     def _wait(self, project, worker, opts, started) -> bool:
         if sys.stderr.isatty():
             with Live(console=Console(stderr=True), refresh_per_second=4, transient=False) as live:
-                show = lambda p, t: live.update(_progress_table(p, t))  # noqa: E731
+                show = lambda p, t: live.update(progress_table(p, t))  # noqa: E731
                 return self._poll(project, worker, opts, started, show, every=POLL_SECONDS)
         return self._poll(project, worker, opts, started, self._progress_line, every=10 if opts["json"] else 2)
 
@@ -244,6 +275,8 @@ class Command(BaseCommand):
                     count_every = max(COUNT_EVERY_SECONDS, 100 * (last_count - counting))
                     if progress != seen:
                         seen, last_change = progress, now
+                    if worker is None:
+                        self._warn_unworked(project)
                     if progress["pending"] == 0 and not sinks_owed(project.id, failing=False):
                         reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
                         return True
@@ -258,6 +291,15 @@ class Command(BaseCommand):
                 last_line = now
             time.sleep(POLL_SECONDS)
 
+    def _warn_unworked(self, project: Project) -> None:
+        """Distributed: say at once (and again when it changes) that owed work has no worker to take
+        it, instead of waiting in silence for workers that are not there."""
+        warnings = stage_warnings(stage_backlog(project), rendered=project.render_js)
+        if warnings and warnings != self._warned:
+            for warning in warnings:
+                self.stderr.write(f"waiting: {warning}")
+        self._warned = warnings
+
     def _outage(self, exc: Exception) -> None:
         with contextlib.suppress(db.Error):
             db.connection.close()  # the next query opens a fresh connection
@@ -268,60 +310,12 @@ class Command(BaseCommand):
         pages = progress["pages"]
         states = " ".join(f"{k}={v}" for k, v in sorted(pages.items()))
         assets = " ".join(f"{k}={v}" for k, v in sorted(progress["assets"].items()))
-        sys.stderr.write(f"[{elapsed:6.1f}s] pages: {states or '-'} | assets: {assets or '-'}\n")
+        waiting = "".join(f" | {retrying_text(row)}" for row in progress["retrying"])
+        sys.stderr.write(f"[{elapsed:6.1f}s] pages: {states or '-'} | assets: {assets or '-'}{waiting}\n")
         sys.stderr.flush()
 
-    def _summary(self, project: Project, job: Job, started: float, completed: bool) -> dict:
-        counts = job_counts(job)
-        return {
-            "project": project.slug,
-            "allow_private": project.allow_private,
-            "job": job.id,
-            "state": job.state,
-            "completed": completed,
-            "pages_total": sum(counts["pages"].values()),
-            "pages_fetched": counts["pages_done"],
-            "pages_failed": counts["pages_failed"],
-            "pages_not_parsed": counts.get("pages_not_parsed", 0),  # 0 in the stats of jobs ended before it
-            "pages_pending": project_progress(project)["pending"],
-            "errors": counts["errors"],
-            "items": counts["items"],
-            "assets": counts["assets_done"],
-            "assets_failed": counts["assets_failed"],
-            "bytes": counts["bytes"],
-            "sinks": project_sink_counts(project.id),
-            "seconds": round(time.monotonic() - started, 2),
-        }
-
     def _report(self, summary: dict, as_json: bool) -> None:
-        s = summary
-        rate = (s["pages_fetched"] + s["pages_failed"]) / s["seconds"] if s["seconds"] else 0
-        not_parsed = f" ({s['pages_not_parsed']} not parsed: not HTML)" if s["pages_not_parsed"] else ""
-        self.stdout.write(
-            f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
-            f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed) "
-            f"in {s['seconds']} s ({rate:.0f} pages/s)"
-        )
-        for code, n in s["errors"].items():
-            self.stdout.write(f"  {n:6d} {code}")
-        for name, c in s["sinks"].items():
-            failing = f", failing: {c['last_error'][:200]}" if c["last_error"] else ""
-            self.stdout.write(
-                f"  sink {name}: {c['done']} delivered, {c['pending']} pending, {c['failed']} failed{failing}"
-            )
+        for line in report_lines(summary):
+            self.stdout.write(line)
         if as_json:
             self.stdout.write(json.dumps(summary))
-
-
-def _progress_table(progress: dict, elapsed: float) -> Table:
-    table = Table(title=f"crawling for {elapsed:.0f} s", show_edge=False)
-    for state in ("queued", "leased", "fetched", "extracted", "done", "failed"):
-        table.add_column(state, justify="right")
-    table.add_column("assets done/pending", justify="right")
-    pages, assets = progress["pages"], progress["assets"]
-    pending_assets = assets.get("queued", 0) + assets.get("leased", 0)
-    table.add_row(
-        *(str(pages.get(s, 0)) for s in ("queued", "leased", "fetched", "extracted", "done", "failed")),
-        f"{assets.get('done', 0)}/{pending_assets}",
-    )
-    return table

@@ -40,7 +40,7 @@ class Command(BaseCommand):
                 continue
             ended = f"{job.finished_at:%Y-%m-%d %H:%M:%S}" if job.finished_at else "-"
             self.stdout.write(
-                f"{job.id:6d}  {job.project.slug:24s} {job.kind:10s} {job.state:10s} {job.trigger:8s} "
+                f"{job.id:6d}  {job.project.slug:24s} {job.kind:10s} {jobs.job_observed(job)[0]:10s} {job.trigger:8s} "
                 f"{job.created_at:%Y-%m-%d %H:%M:%S} -> {ended}  {counts['pages_done']} done, "
                 f"{counts['pages_failed']} failed, {counts['pages_per_second']:.1f}/s  {job.message}"
             )
@@ -60,15 +60,16 @@ class Command(BaseCommand):
 
 
 def _as_json(job: Job, counts: dict) -> dict:
+    state, started_at = jobs.job_observed(job)
     return {
         "id": job.id,
         "project": job.project.slug,
         "kind": job.kind,
-        "state": job.state,
+        "state": state,
         "trigger": job.trigger,
         "started_by": str(job.started_by) if job.started_by else None,
         "created_at": job.created_at.isoformat(),
-        "started_at": job.started_at.isoformat() if job.started_at else None,
+        "started_at": started_at.isoformat() if started_at else None,
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "message": job.message,
         "counts": counts,

@@ -10,6 +10,7 @@ only when asked (--workers N, --beat), since they usually run as their own servi
 
 import argparse
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -99,7 +101,7 @@ class Command(BaseCommand):
 
     def _admin_user(self) -> str:
         """A superuser named admin when there is none: the password from CRAWLHUB_ADMIN_PASSWORD, or a
-        random one shown once and kept in var/admin-password (readable by this user only)."""
+        random one shown once and kept in admin_password_file() (readable by this user only)."""
         users = get_user_model()
         if users.objects.filter(is_superuser=True).exists():
             return "an admin user exists"
@@ -107,7 +109,7 @@ class Command(BaseCommand):
         users.objects.create_superuser("admin", "", password)
         if os.environ.get("CRAWLHUB_ADMIN_PASSWORD"):
             return "created user admin (password from CRAWLHUB_ADMIN_PASSWORD)"
-        path = settings.VAR_DIR / "admin-password"
+        path = admin_password_file()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(password + "\n")
         path.chmod(0o600)
@@ -174,3 +176,14 @@ def _stop(child: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
+
+
+def admin_password_file() -> Path:
+    """Where the first admin's password is kept: var/admin-password for the embedded SQLite
+    database, one file per database otherwise, so a checkout that moves to PostgreSQL keeps the
+    embedded admin's password."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return settings.VAR_DIR / "admin-password"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{db.get('HOST') or 'local'}-{db['NAME']}")
+    return settings.VAR_DIR / f"admin-password-{name}"

@@ -67,6 +67,16 @@
     });
   }
 
+  // "2 pages retrying connect_error, next at 12:04:10: <a message>", one line per error code.
+  function retryingItems(groups) {
+    return groups.map((g) => {
+      const li = document.createElement("li");
+      const when = new Date(g.next_at).toLocaleTimeString();
+      li.textContent = `${g.pages} ${g.pages === 1 ? "page" : "pages"} retrying ${g.code}, next at ${when}: ${g.message}`;
+      return li;
+    });
+  }
+
   function svgEl(name, attrs, text) {
     const el = document.createElementNS(SVG, name);
     for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, value);
@@ -110,6 +120,7 @@
       const value = lookup(data, el.dataset.field);
       el.textContent = value == null ? "–" : String(value);
     });
+    document.getElementById("retrying").replaceChildren(...retryingItems(data.retrying));
     fillRows("stages", stageRows(data));
     fillRows("errors-by-code", pairRows(data.errors_by_code));
     fillRows("errors-by-host", pairRows(data.errors_by_host));

@@ -22,14 +22,49 @@
     return a;
   }
 
-  function control(project, action) {
+  const OFFERS = { recrawl_due: "Recrawl what is due", recrawl: "Recrawl everything" };
+
+  // An action the server refused (409, 403, 400) or could not answer is said, not swallowed; a
+  // Start with nothing left to crawl comes with the recrawls it offers, as buttons.
+  function say(text, project, offer) {
+    const box = document.getElementById("overview-message");
+    box.replaceChildren(document.createTextNode(text));
+    for (const action of offer || []) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "button overview-" + action;
+      b.textContent = OFFERS[action] || action;
+      b.addEventListener("click", () => control(project, action));
+      box.appendChild(b);
+    }
+    box.hidden = false;
+  }
+
+  async function refusal(response) {
+    const isJson = (response.headers.get("Content-Type") || "").startsWith("application/json");
+    const body = isJson ? await response.json() : {};
+    const reason = response.status === 403 ? "you may not do this (HTTP 403)" : "HTTP " + response.status;
+    return { text: body.error || body.detail || reason, offer: body.offer };
+  }
+
+  async function control(project, action) {
     const body = new URLSearchParams({ project: String(project), action: action });
-    return fetch(root.dataset.control, {
-      method: "POST",
-      headers: { "X-CSRFToken": csrf, "Content-Type": "application/x-www-form-urlencoded" },
-      body: body,
-      credentials: "same-origin",
-    }).then(poll);
+    document.getElementById("overview-message").hidden = true;
+    try {
+      const response = await fetch(root.dataset.control, {
+        method: "POST",
+        headers: { "X-CSRFToken": csrf, "Content-Type": "application/x-www-form-urlencoded" },
+        body: body,
+        credentials: "same-origin",
+      });
+      if (!response.ok) {
+        const refused = await refusal(response);
+        say(action + ": " + refused.text, project, refused.offer);
+      }
+    } catch (error) {
+      say(action + ": the server could not be reached (" + error.message + ")", project);
+    }
+    return poll();
   }
 
   function projectRow(p) {
@@ -53,7 +88,15 @@
     tr.appendChild(state);
     tr.appendChild(cell(p.job ? p.job.pages_done + " / " + p.job.pages_failed : null, "num"));
     tr.appendChild(cell(p.per_minute, "num"));
-    tr.appendChild(cell(p.owed, "num"));
+    const owed = cell(p.owed, "num");
+    for (const g of p.retrying) {
+      const note = document.createElement("div");
+      note.className = "overview-retrying";
+      note.textContent = `${g.pages} retrying ${g.code}, next at ${new Date(g.next_at).toLocaleTimeString()}`;
+      note.title = g.message;
+      owed.appendChild(note);
+    }
+    tr.appendChild(owed);
     tr.appendChild(cell(p.last_error ? p.last_error.code + " " + p.last_error.url : ""));
     const buttons = document.createElement("td");
     for (const action of p.actions) {
@@ -69,7 +112,7 @@
   }
 
   function render(data) {
-    document.getElementById("overview-updated").textContent = data.generated_at;
+    document.getElementById("overview-updated").textContent = new Date(data.generated_at).toLocaleTimeString();
     document.getElementById("overview-projects").replaceChildren(...data.projects.map(projectRow));
     document.getElementById("overview-warnings").replaceChildren(
       ...data.warnings.map((w) => {
