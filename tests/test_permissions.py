@@ -443,3 +443,13 @@ def test_try_a_url_on_private_addresses_needs_the_network_permission(teams, memb
     client.force_login(member("admin", is_staff=True))
     allowed = client.post("/admin/tryurl/", {"url": f"{loopback.url}/inside", "allow_private": "on"})
     assert allowed.status_code == 200 and "Internal" in allowed.content.decode()
+
+
+def test_creating_a_project_named_like_another_teams_says_nothing_of_it(teams, member):
+    """The name is refused (one slug a name), but the other team's project is not named."""
+    creator = api(member("admin"))
+    refused = creator.post("/api/projects/", {"name": "B!"}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["name"] == ["This name is taken: choose another one."]
+    alike = creator.post("/api/projects/", {"name": "A!"}, format="json")
+    assert "(slug a)" in alike.json()["name"][0], "its own team's project is named, with the way out"

@@ -9,7 +9,7 @@ from django_celery_beat.validators import crontab_validator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.access import projects_for
+from console.access import projects_for, sees
 from console.exports import FIELDS
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import project_named_alike, seed_problem
@@ -93,12 +93,15 @@ class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     def validate_name(self, name: str) -> str:
         """One project per name up to case and punctuation (its slug): never a silent "-2"."""
         alike = project_named_alike(name)
-        if alike is not None and alike != self.instance:
-            raise serializers.ValidationError(
-                f"The project {alike.name!r} (slug {alike.slug}) has this name but for case or punctuation: "
-                "use it, or choose another name."
-            )
-        return name
+        if alike is None or alike == self.instance:
+            return name
+        request = self.context.get("request")
+        if request is None or not sees(request.user, alike):  # another team's: say nothing of it
+            raise serializers.ValidationError("This name is taken: choose another one.")
+        raise serializers.ValidationError(
+            f"The project {alike.name!r} (slug {alike.slug}) has this name but for case or punctuation: "
+            "use it, or choose another name."
+        )
 
     def validate(self, attrs: dict) -> dict:
         """The model's own cross-field rules (one recrawl schedule, a valid crontab), on the would-be row."""
