@@ -17,7 +17,7 @@ from crawl.frontier.pages import pages_next_due
 from crawl.frontier.stages import FETCH, wake_stage
 from crawl.frontier.wakeups import session_leave, session_take
 
-from .fetching import claim_round, round_finish, round_prepare, round_start, round_wait, wake_for_next
+from .fetching import claim_round, round_finish, round_prepare, round_start, wake_for_next
 from .politeness import GRANT_AHEAD_SECONDS
 
 TICK_SECONDS = 0.1
@@ -43,11 +43,11 @@ def session_run(worker: str) -> list[int] | None:
 
 
 def _session(worker: str, deadline: float) -> list[int]:
-    running: list[tuple] = []  # (round, future of its responses)
+    running: list[tuple] = []  # (round, part, future of its responses)
     fetched: list[int] = []
     batch, limit = settings.CRAWL_FETCH_BATCH, settings.CRAWL_FETCH_BATCH * IN_FLIGHT_BATCHES
     while True:
-        in_flight = sum(len(r.sent) for r, _ in running)
+        in_flight = sum(len(part.pages) for _, part, _ in running)
         if time.monotonic() < deadline and in_flight < limit:
             token, pages, grants, full = claim_round(
                 [], min(batch, limit - in_flight), False, worker, ahead=GRANT_AHEAD_SECONDS
@@ -56,16 +56,17 @@ def _session(worker: str, deadline: float) -> list[int]:
                 wake_stage(FETCH)
             if pages:
                 fetch_round = round_prepare(pages, grants, token, worker)
-                running.append((fetch_round, round_start(fetch_round, render=False)))
+                running += [(fetch_round, part, future) for part, future in round_start(fetch_round, render=False)]
         if not running:
             if time.monotonic() >= deadline or not _due_soon():
                 return fetched
             time.sleep(TICK_SECONDS)
             continue
-        done, _ = concurrent.futures.wait([f for _, f in running], timeout=TICK_SECONDS, return_when="FIRST_COMPLETED")
-        for fetch_round, future in [(r, f) for r, f in running if f in done]:
-            running.remove((fetch_round, future))
-            fetched += round_finish(fetch_round, round_wait(fetch_round, future))
+        futures = [future for _, _, future in running]
+        done, _ = concurrent.futures.wait(futures, timeout=TICK_SECONDS, return_when="FIRST_COMPLETED")
+        for entry in [entry for entry in running if entry[2] in done]:
+            running.remove(entry)
+            fetched += round_finish(*entry)
 
 
 def _due_soon() -> bool:

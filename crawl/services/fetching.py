@@ -1,7 +1,6 @@
 """The fetch stage: claim a batch, obey robots.txt and politeness, fetch concurrently, record each
 result by compare-and-set on the lease."""
 
-import asyncio
 import concurrent.futures
 import logging
 import time
@@ -92,10 +91,7 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
     token, pages, grants, full = claim_round(page_ids, limit, render, worker)
     if full:  # more may be ready: another worker process claims it while this one fetches
         wake_stage(queue)
-    fetched = []
-    if pages:
-        fetch_round = round_prepare(pages, grants, token, worker)
-        fetched = round_finish(fetch_round, round_wait(fetch_round, round_start(fetch_round, render)))
+    fetched = round_fetch(round_prepare(pages, grants, token, worker), render) if pages else []
     wake_for_next(render, claimed=bool(pages))
     return fetched
 
@@ -135,21 +131,30 @@ def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "",
 
 
 @dataclass
+class FetchPart:
+    """One host's pages of one project in a round, sent together and finished together, so a slow
+    host holds only its own pages' leases."""
+
+    project: Project
+    host: str
+    pages: list[Page] = field(default_factory=list)
+    requests: list[FetchRequest] = field(default_factory=list)
+    in_flight: int = 1
+
+
+@dataclass
 class FetchRound:
-    """The pages one claim took: those sent (with their requests, per project), and the verdicts
-    already known (robots.txt refusals, blocked hosts)."""
+    """The pages one claim took, as parts per host; the pages refused before any request (robots.txt,
+    blocked hosts) are finished when the round is prepared."""
 
     token: uuid.UUID
     worker: str
-    claimed: list[Page]
-    sent: list[Page] = field(default_factory=list)
-    batches: list[tuple] = field(default_factory=list)  # (project, requests, per-host in-flight caps)
-    verdicts: list = field(default_factory=list)
+    parts: list[FetchPart] = field(default_factory=list)
 
 
 def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchRound:
-    """Robots.txt and the requests of each project's claimed pages, each at its slot."""
-    fetch_round = FetchRound(token=token, worker=worker, claimed=pages)
+    """Robots.txt and the requests of the claimed pages, each at its slot, per host."""
+    fetch_round, verdicts = FetchRound(token=token, worker=worker), []
     by_project = defaultdict(list)
     for page in pages:
         by_project[page.project_id].append(page)
@@ -159,60 +164,56 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
         held = hosts_note_failures(robots_unreadable=unreadable, unreachable=set(), answered=set())
         for page, (code, text) in refused:
             if page.host in held:  # the host waits, its pages spend no attempt
-                fetch_round.verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
+                verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
             else:
-                fetch_round.verdicts.append((page, failure(code, text, {"fetched_by": worker})))
-        now_pages, requests, per_host, blocked = _requests(project, allowed, grants)
-        fetch_round.verdicts += blocked
-        fetch_round.batches.append((project, requests, per_host))
-        fetch_round.sent += now_pages
+                verdicts.append((page, failure(code, text, {"fetched_by": worker})))
+        parts, blocked = _parts(project, allowed, grants)
+        fetch_round.parts += parts
+        verdicts += blocked
+    if verdicts:
+        with transaction.atomic():
+            pages_finish(token=token, stage=FETCH, verdicts=verdicts)
+    sending = {part.host for part in fetch_round.parts}
+    idle = sorted({page.host for page in pages} - sending)
+    if idle:  # every page of these hosts was refused before a request: their capacity goes back now
+        hosts_release(token, hosts=idle)
     return fetch_round
 
 
-def round_start(fetch_round: FetchRound, render: bool) -> concurrent.futures.Future:
-    """The round's responses, in order, as a future: every project's requests at once on this
-    process's event loop (each project with its own client: its proxy and private-network setting,
-    at most its concurrency in flight, or one per host when the round has more hosts than that);
-    rendered pages one at a time in Chromium."""
-    if render:
-        done = concurrent.futures.Future()
-        done.set_result([r for project, requests, _ in fetch_round.batches for r in _render_all(requests, project)])
-        return done
-
-    async def all_projects():
-        answers = await asyncio.gather(
-            *(
+def round_start(fetch_round: FetchRound, render: bool) -> list[tuple[FetchPart, concurrent.futures.Future]]:
+    """Each part's responses, in order, as a future: every part's requests at once on this process's
+    event loop (each project with its own client: its proxy and private-network setting); rendered
+    pages one at a time in Chromium."""
+    started = []
+    for part in fetch_round.parts:
+        if render:
+            future = concurrent.futures.Future()
+            future.set_result(_render_all(part.requests, part.project))
+        else:
+            client = runner.client(allow_private=allows_private(part.project), proxy=part.project.proxy)
+            future = runner.submit(
                 fetch_many(
-                    runner.client(allow_private=allows_private(project), proxy=project.proxy),
-                    requests,
+                    client,
+                    part.requests,
                     limits=fetch_limits(),
-                    concurrency=max(project.concurrency, len(per_host)),
-                    per_host=per_host,
+                    concurrency=part.in_flight,
+                    per_host={part.host: part.in_flight},
                 )
-                for project, requests, per_host in fetch_round.batches
             )
-        )
-        return [r for responses in answers for r in responses]
-
-    return runner.submit(all_projects())
+        started.append((part, future))
+    return started
 
 
-def round_wait(fetch_round: FetchRound, future: concurrent.futures.Future) -> list[FetchResponse]:
-    """The round's responses; if it failed, its hosts are freed for the other workers first."""
+def round_finish(fetch_round: FetchRound, part: FetchPart, future: concurrent.futures.Future) -> list[int]:
+    """Free the part's host, then write each of its pages' verdict while its lease holds; returns
+    the ids now `fetched`."""
     try:
-        return future.result()
-    except BaseException:
-        hosts_release(fetch_round.token)
-        raise
-
-
-def round_finish(fetch_round: FetchRound, responses: list[FetchResponse]) -> list[int]:
-    """Free the round's hosts, then write each page's verdict while its lease holds; returns the
-    ids now `fetched`."""
-    hosts_release(fetch_round.token)
-    verdicts, backoffs = list(fetch_round.verdicts), _record_backoffs(responses)
-    _note_reachability(fetch_round.sent, responses)
-    for page, response in zip(fetch_round.sent, responses, strict=True):
+        responses = future.result()
+    finally:
+        hosts_release(fetch_round.token, hosts=[part.host])
+    verdicts, backoffs = [], _record_backoffs(responses)
+    _note_reachability(part.pages, responses)
+    for page, response in zip(part.pages, responses, strict=True):
         if response.error_code == SLOT_MISSED:
             verdicts.append((page, Postpone(SLOT_MISSED, "waiting for its host's next slot", timezone.now())))
             continue
@@ -221,11 +222,17 @@ def round_finish(fetch_round: FetchRound, responses: list[FetchResponse]) -> lis
         verdicts.append((page, verdict))
     with transaction.atomic():
         written = pages_finish(token=fetch_round.token, stage=FETCH, verdicts=verdicts)
-        fetched = _store_contents(fetch_round.sent, responses, dict(verdicts), written)
-    for project_id in {p.project_id for p in fetch_round.claimed}:
-        with bound_contextvars(project_id=project_id):  # the log line names the project
-            claimed = [p for p in fetch_round.claimed if p.project_id == project_id]
-            log.info("fetched %d of %d claimed pages", sum(p.id in fetched for p in claimed), len(claimed))
+        fetched = _store_contents(part.pages, responses, dict(verdicts), written)
+    with bound_contextvars(project_id=part.project.id):  # the log line names the project
+        log.debug("fetched %d of %d pages of %s", len(fetched), len(part.pages), part.host)
+    return fetched
+
+
+def round_fetch(fetch_round: FetchRound, render: bool) -> list[int]:
+    """Start the round and finish each part as it is done; returns the ids now `fetched`."""
+    fetched = []
+    for part, future in round_start(fetch_round, render):
+        fetched += round_finish(fetch_round, part, future)
     return fetched
 
 
@@ -277,23 +284,23 @@ def _offer_sitemaps(project: Project, policies: dict) -> None:
         sitemaps_offer(project=project, urls=urls)
 
 
-def _requests(project: Project, pages: list[Page], grants: dict) -> tuple[list[Page], list, dict, list]:
-    """The pages sent now with their requests (each at its slot), the requests each host may have
-    open at once, and the verdicts of pages whose host is blocked."""
-    now_pages, requests, per_host, blocked, index = [], [], {}, [], Counter()
+def _parts(project: Project, pages: list[Page], grants: dict) -> tuple[list[FetchPart], list]:
+    """The pages sent now, per host, with their requests (each at its slot), and the verdicts of
+    pages whose host is blocked."""
+    parts: dict[str, FetchPart] = {}
+    blocked = []
     for page in pages:
         grant = grants[(page.host, project.id)]
         if grant.refused:
             blocked.append((page, failure("host_blocked", grant.refused)))
             continue
-        now_pages.append(page)
-        request = build_request(project, page, start_at=grant.slot(index[page.host]))
+        part = parts.setdefault(page.host, FetchPart(project=project, host=page.host, in_flight=grant.in_flight))
+        request = build_request(project, page, start_at=grant.slot(len(part.pages)))
         if grant.spacing:
             request.latest_start = request.start_at + LATE_SECONDS
-        requests.append(request)
-        index[page.host] += 1
-        per_host[page.host] = grant.in_flight
-    return now_pages, requests, per_host, blocked
+        part.pages.append(page)
+        part.requests.append(request)
+    return list(parts.values()), blocked
 
 
 def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> FetchRequest:

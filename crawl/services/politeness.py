@@ -85,9 +85,11 @@ def hosts_grant(
     return grants
 
 
-def hosts_release(token: uuid.UUID) -> None:
-    """The batch is done with its hosts: its in-flight capacity goes back to the other workers."""
-    HostLease.objects.filter(token=token).delete()
+def hosts_release(token: uuid.UUID, *, hosts: list[str] | None = None) -> None:
+    """The claim is done with its hosts (or with those of `hosts`): their in-flight capacity goes
+    back to the other workers."""
+    leases = HostLease.objects.filter(token=token)
+    (leases.filter(host__in=hosts) if hosts is not None else leases).delete()
 
 
 def hosts_learn_delays(delays: dict[str, float | None]) -> None:
@@ -173,16 +175,16 @@ def _apply_bucket(project: Project, grants: dict[str, HostGrant]) -> None:
     Project.objects.filter(id=row.id).update(bucket_tokens=tokens, bucket_updated_at=now)
 
 
-HOLD_BASE_SECONDS = 30.0
 HOLD_AFTER_FAILURES = 3  # pages of a host failing this many times in a row hold the host back
 
 
 def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str], answered: set[str]) -> dict:
     """Record how each host of a round did. A host whose robots.txt cannot be read (5xx, no answer)
     is held back at once: every page of it would be refused. One that did not answer a request
-    HOLD_AFTER_FAILURES rounds in a row is held back too. The hold starts at HOLD_BASE_SECONDS and
-    doubles with each failure in a row, up to an hour; an answer resets the count. Its pages wait
-    for the hold instead of spending attempts. Returns {host: held until}."""
+    HOLD_AFTER_FAILURES rounds in a row is held back too. The hold starts at the retry schedule's
+    base (CRAWL_RETRY_BASE_SECONDS) and doubles with each failure in a row, up to an hour; an answer
+    resets the count. Its pages wait for the hold instead of being claimed in vain. Returns
+    {host: held until}."""
     if answered:
         Host.objects.filter(host__in=sorted(answered), failures__gt=0).update(failures=0)
     held = {}
@@ -191,7 +193,8 @@ def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str], a
             row, _ = Host.objects.select_for_update().get_or_create(host=host)
             row.failures += 1
             if host in robots_unreadable or row.failures >= HOLD_AFTER_FAILURES:
-                seconds = min(MAX_BACKOFF_SECONDS, HOLD_BASE_SECONDS * 2 ** min(row.failures - 1, 12))
+                base = settings.CRAWL_RETRY_BASE_SECONDS
+                seconds = min(MAX_BACKOFF_SECONDS, base * 2 ** min(row.failures - 1, 12))
                 until = timezone.now() + timedelta(seconds=seconds)
                 row.backoff_until = held[host] = max(until, row.backoff_until or until)
             row.save(update_fields=["failures", "backoff_until", "updated_at"])
