@@ -18,10 +18,10 @@ class RobotsPolicy:
     parser: Protego | None = None
     error: str = ""  # why robots.txt could not be read (then everything is disallowed)
 
-    @property
-    def unreadable(self) -> bool:
-        """robots.txt could not be read (5xx, no answer): the site is off limits for now, not for good."""
-        return self.disallow_all and self.error != "blocked_address"
+    def unreadable(self, transient) -> bool:
+        """robots.txt could not be read for a reason that passes (a 5xx, or a network error that
+        `transient(code)` says is one): the site is off limits for now, not for good."""
+        return self.disallow_all and (self.error.startswith("HTTP") or transient(self.error))
 
     def refusal(self) -> tuple[str, str]:
         """(error_code, message) for a page this policy refuses.

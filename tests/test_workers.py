@@ -25,3 +25,39 @@ def test_drain_lets_the_worker_take_the_messages_left_in_its_queues(broker, work
     finally:
         worker.stop()
     assert emptied and queue.llen("fetch") == 0, (tmp_path / "worker.log").read_text()
+
+
+def test_the_reaper_runs_at_once_while_ten_thousand_fetch_messages_are_owed(broker, worker_env, tmp_path):
+    """Housekeeping rides the control queue every worker also consumes: it never waits behind a
+    stage's backlog (here 10,000 fetch messages, each a batch of an id no row has)."""
+    import time
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from crawl.models import Page
+    from crawl.services.projects import project_get_or_create, seeds_add
+    from crawl.tasks import reap_task
+
+    project = project_get_or_create(name="backlog", allow_private=True)
+    (page_id,) = seeds_add(project=project, urls=["http://127.0.0.1:9/"])
+    Page.objects.filter(id=page_id).update(state="leased", lease_expires_at=timezone.now() - timedelta(seconds=1))
+    queue = redis.Redis.from_url(broker)
+    for n in range(10_000):
+        fetch_batch.apply_async(args=([10**9 + n],), queue="fetch")
+    assert queue.llen("fetch") >= 10_000
+    worker = WorkerProcess(
+        queues="fetch", name="control@%h", concurrency=1, log_file=tmp_path / "worker.log", env=worker_env
+    )
+    worker.start()
+    try:
+        sent = time.monotonic()
+        reap_task.apply_async(queue="control")
+        while Page.objects.get(id=page_id).state == "leased" and time.monotonic() - sent < 60:
+            time.sleep(0.2)
+        waited = time.monotonic() - sent
+        owed = queue.llen("fetch")
+    finally:
+        worker.stop(timeout=5)
+    assert Page.objects.get(id=page_id).state == "queued", (tmp_path / "worker.log").read_text()[-2000:]
+    assert owed > 5_000, f"the reaper ran after {waited:.1f} s, with {owed} fetch messages still owed"

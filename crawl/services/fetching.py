@@ -15,7 +15,16 @@ from django.db import transaction
 from django.utils import timezone
 from structlog.contextvars import bound_contextvars
 
-from crawl.fetcher import SLOT_MISSED, FetchLimits, FetchRequest, FetchResponse, fetch_many, retry_after_seconds, runner
+from crawl.fetcher import (
+    SLOT_MISSED,
+    FetchLimits,
+    FetchRequest,
+    FetchResponse,
+    fetch_many,
+    is_transient,
+    retry_after_seconds,
+    runner,
+)
 from crawl.frontier.pages import (
     pages_claim_for_fetch,
     pages_finish,
@@ -272,7 +281,7 @@ def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], l
             allowed.append(page)
         else:
             refused.append((page, policy.refusal()))
-            if policy.unreadable:
+            if policy.unreadable(is_transient):
                 unreadable.add(page.host)
     hosts_learn_delays(delays)
     return allowed, refused, unreadable
