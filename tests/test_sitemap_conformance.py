@@ -523,3 +523,9 @@ def test_a_gzipped_sitemap_inflates_past_the_fetch_cap_up_to_the_protocols_50_mi
     assert len(body) < 10 * 1024 * 1024 < 20_000_000 < len(entries)
     listing = parse_listing(body, base_url=E + "/s.xml.gz")
     assert (listing.kind, listing.error, len(listing.urls)) == ("urlset", "", 50_000)
+
+
+def test_an_unclosed_url_with_an_undeclared_entity_lists_nothing_and_raises_nothing():
+    """Scrapy's test_sitemap_non_string_tag: `<url>&k;` once crashed a recovering parser."""
+    listing = parse_listing(b"<url>&k;", base_url=E + "/sitemap.xml", content_type="application/xml")
+    assert (listing.urls, listing.sitemaps, listing.error) == ([], [], "not_a_listing")
