@@ -453,3 +453,13 @@ def test_creating_a_project_named_like_another_teams_says_nothing_of_it(teams, m
     assert refused.json()["name"] == ["This name is taken: choose another one."]
     alike = creator.post("/api/projects/", {"name": "A!"}, format="json")
     assert "(slug a)" in alike.json()["name"][0], "its own team's project is named, with the way out"
+
+
+def test_the_api_shows_a_seeds_post_body_only_to_those_who_may_change_its_project(teams, member):
+    a, _ = teams
+    seed = Seed.objects.create(project=a, url="http://a.test/login", method="POST", body="user=u&password=hunter2")
+    viewer = api(member("viewer")).get(f"/api/seeds/{seed.id}/")
+    assert viewer.status_code == 200, viewer.content
+    assert viewer.json()["body"] == "***"
+    owner = api(member("admin")).get(f"/api/seeds/{seed.id}/")
+    assert owner.json()["body"] == "user=u&password=hunter2"

@@ -9,8 +9,9 @@ from django_celery_beat.validators import crontab_validator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.access import projects_for, sees
+from console.access import may, projects_for, sees
 from console.exports import FIELDS
+from console.secrets import MASK
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import project_named_alike, seed_problem
 from media.models import MediaAsset
@@ -126,6 +127,15 @@ class SeedSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         )  # fmt: skip
         read_only_fields = ("from_robots",)
         validators = []  # uniqueness is checked in validate(), with a message that says what is wrong
+
+    def to_representation(self, instance):
+        """A POST body may be a secret (a login form, an API key): only those who may change the
+        project read it."""
+        shown = super().to_representation(instance)
+        request = self.context.get("request")
+        if shown.get("body") and not (request and may(request.user, "change", instance.project)):
+            shown["body"] = MASK
+        return shown
 
     def validate(self, attrs: dict) -> dict:
         """A seed is checked like every URL the crawler would fetch; a refused one says why."""
