@@ -61,8 +61,16 @@ class RobotsPolicy:
         bytes robots_text could not decode (now U+FFFD) names no URL the site has, and is skipped."""
         if not self.parser:
             return []
-        urls = (urljoin(robots_url, line.strip()) for line in self.parser.sitemaps if "\ufffd" not in line)
+        urls = (_joined(robots_url, line.strip()) for line in self.parser.sitemaps if "\ufffd" not in line)
         return [url for url in urls if _is_http_url(url)]
+
+
+def _joined(base: str, href: str) -> str:
+    """href resolved against base; "" for one that cannot be parsed (`http://[bad`)."""
+    try:
+        return urljoin(base, href)
+    except ValueError:
+        return ""
 
 
 def _is_http_url(url: str) -> bool:

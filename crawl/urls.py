@@ -157,11 +157,11 @@ def origin_of(url: str) -> str:
 
 def port_key(url: str) -> int:
     """A URL's port, 0 for its scheme's default port (http's 80 and https' 443 count as one)."""
-    parts = urlsplit(url)
     try:
+        parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        return -1  # not a port at all: matches no seed's
+        return -1  # not a URL or not a port at all: matches no seed's
     return 0 if port is None or port == DEFAULT_PORTS.get(parts.scheme) else port
 
 

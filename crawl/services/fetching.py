@@ -159,6 +159,8 @@ class FetchRound:
     token: uuid.UUID
     worker: str
     parts: list[FetchPart] = field(default_factory=list)
+    fetched: Counter = field(default_factory=Counter)  # project id -> pages fetched, as parts finish
+    finished: int = 0  # parts finished
 
 
 def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchRound:
@@ -232,9 +234,20 @@ def round_finish(fetch_round: FetchRound, part: FetchPart, future: concurrent.fu
     with transaction.atomic():
         written = pages_finish(token=fetch_round.token, stage=FETCH, verdicts=verdicts)
         fetched = _store_contents(part.pages, responses, dict(verdicts), written)
-    with bound_contextvars(project_id=part.project.id):  # the log line names the project
-        log.debug("fetched %d of %d pages of %s", len(fetched), len(part.pages), part.host)
+    _log_when_done(fetch_round, part, len(fetched))
     return fetched
+
+
+def _log_when_done(fetch_round: FetchRound, part: FetchPart, fetched: int) -> None:
+    """One line per project of the round, once its last part is written."""
+    fetch_round.fetched[part.project.id] += fetched
+    fetch_round.finished += 1
+    if fetch_round.finished < len(fetch_round.parts):
+        return
+    for project_id, count in fetch_round.fetched.items():
+        sent = sum(len(p.pages) for p in fetch_round.parts if p.project.id == project_id)
+        with bound_contextvars(project_id=project_id, batch_size=sent):  # the log line names the project
+            log.info("fetched %d of %d pages sent", count, sent)
 
 
 def round_fetch(fetch_round: FetchRound, render: bool) -> list[int]:
