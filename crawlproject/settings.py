@@ -291,8 +291,9 @@ CRAWL_WAKEUP_MAX_SECONDS = env.int("CRAWL_WAKEUP_MAX_SECONDS", default=300)
 CRAWL_MAX_ATTEMPTS = env.int("CRAWL_MAX_ATTEMPTS", default=3)
 # Transient failures wait base * 2^(attempt-1) seconds (capped at 1 h) before the next attempt.
 CRAWL_RETRY_BASE_SECONDS = env.float("CRAWL_RETRY_BASE_SECONDS", default=30.0)
-# Hubs, seeds and pages fetched before are never given up for a transient failure: after the
-# attempts above they are retried this long after, doubling each time up to the maximum.
+# Pages fetched before, and the hubs of projects with a recrawl schedule, are never given up for a
+# transient failure: after the attempts above they are retried this long after, doubling each time
+# up to the maximum.
 CRAWL_RETRY_LONG_SECONDS = env.float("CRAWL_RETRY_LONG_SECONDS", default=300.0)
 CRAWL_RETRY_MAX_SECONDS = env.float("CRAWL_RETRY_MAX_SECONDS", default=6 * 3600.0)
 CRAWL_MAX_BODY_BYTES = env.int("CRAWL_MAX_BODY_BYTES", default=10 * 1024 * 1024)

@@ -82,7 +82,7 @@ def test_it_lists_the_stage_workers_and_their_queues_behind_basic_auth(flower, w
 
     found = poll(client, proc, "/api/workers?refresh=1", lambda data: expected <= set(data))
     consumed = {name: {q["name"] for q in found[name].get("active_queues", [])} for name in expected}
-    assert consumed == {f"{stage}@{host}": {stage} for stage in STAGES}
+    assert consumed == {f"{stage}@{host}": {stage, "control"} for stage in STAGES}, "every worker also takes control"
 
     lengths = poll(client, proc, "/api/queues/length", lambda data: data.get("active_queues"))
     assert {q["name"] for q in lengths["active_queues"]} >= set(STAGES)

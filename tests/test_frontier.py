@@ -241,11 +241,13 @@ def test_the_reaper_hands_back_at_once_what_a_gone_worker_holds(project):
 
 
 def test_a_hub_is_never_given_up_for_a_transient_failure_but_a_new_page_is(project, settings):
-    """After the short schedule's attempts a seed (and a page fetched before) waits on the long
-    schedule; a page never fetched fails, as before."""
+    """After the short schedule's attempts a seed of a project that recrawls on a schedule (and a
+    page fetched before) waits on the long schedule; a page never fetched fails, as before."""
     from crawl.frontier.verdicts import Retry
 
     settings.CRAWL_RETRY_LONG_SECONDS, settings.CRAWL_RETRY_MAX_SECONDS = 300.0, 3600.0
+    project.recrawl_every_minutes = 60  # an always-on project: its hubs are monitored
+    project.save()
     seed = Page.objects.get(project=project, is_seed=True)
     (new,) = discover(project, urls(1))
     (fetched_before,) = discover(project, urls(1, host="sub.site.test"))

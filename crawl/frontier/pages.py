@@ -180,9 +180,13 @@ def _columns(page: Page, verdict: Verdict, now) -> dict:
 
 
 def _never_given_up(page: Page) -> bool:
-    """Hubs, seeds and pages fetched before are retried on the long schedule after a transient
-    failure: a site down for an hour is looked at again, not dropped (a new page still fails)."""
-    return page.is_seed or page.kind in ("sitemap", "feed") or page.fetch_count > 0
+    """Pages fetched before, and the hubs of a project that recrawls on a schedule, are retried on
+    the long schedule after a transient failure: a monitored site down for an hour is looked at
+    again, not dropped. A new page, or a one-off crawl's seed, still fails (the crawl ends)."""
+    if page.fetch_count > 0:
+        return True
+    scheduled = bool(page.project.recrawl_every_minutes or page.project.recrawl_crontab)
+    return scheduled and (page.is_seed or page.kind in ("sitemap", "feed"))
 
 
 def _publish_wakeups(rows: list[tuple[Page, dict]], now) -> None:

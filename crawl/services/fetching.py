@@ -174,7 +174,7 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
         allowed, refused, unreadable = _split_by_robots(project_pages, project)
         held = hosts_note_failures(robots_unreadable=unreadable, unreachable=set(), answered=set())
         for page, (code, text) in refused:
-            if page.host in held:  # the host waits, its pages spend no attempt
+            if page.host in held and (code == "robots_unavailable" or is_transient(code)):  # it waits, free
                 verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
             else:
                 verdicts.append((page, failure(code, text, {"fetched_by": worker})))

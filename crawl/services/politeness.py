@@ -176,15 +176,18 @@ def _apply_bucket(project: Project, grants: dict[str, HostGrant]) -> None:
 
 
 HOLD_AFTER_FAILURES = 3  # pages of a host failing this many times in a row hold the host back
+# Holds a host gets in a row (the retry base doubled each time: about half an hour at the shipped
+# 30 s); after that its pages take their own retries, and a new page fails as any page does.
+HOLD_PATIENCE = 6
 
 
 def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str], answered: set[str]) -> dict:
     """Record how each host of a round did. A host whose robots.txt cannot be read (5xx, no answer)
     is held back at once: every page of it would be refused. One that did not answer a request
     HOLD_AFTER_FAILURES rounds in a row is held back too. The hold starts at the retry schedule's
-    base (CRAWL_RETRY_BASE_SECONDS) and doubles with each failure in a row, up to an hour; an answer
-    resets the count. Its pages wait for the hold instead of being claimed in vain. Returns
-    {host: held until}."""
+    base (CRAWL_RETRY_BASE_SECONDS) and doubles with each failure in a row, up to an hour, for at
+    most HOLD_PATIENCE failures in a row; an answer resets the count. Its pages wait for the hold
+    instead of being claimed in vain. Returns {host: held until}."""
     if answered:
         Host.objects.filter(host__in=sorted(answered), failures__gt=0).update(failures=0)
     held = {}
@@ -192,7 +195,7 @@ def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str], a
         with transaction.atomic():
             row, _ = Host.objects.select_for_update().get_or_create(host=host)
             row.failures += 1
-            if host in robots_unreadable or row.failures >= HOLD_AFTER_FAILURES:
+            if row.failures <= HOLD_PATIENCE and (host in robots_unreadable or row.failures >= HOLD_AFTER_FAILURES):
                 base = settings.CRAWL_RETRY_BASE_SECONDS
                 seconds = min(MAX_BACKOFF_SECONDS, base * 2 ** min(row.failures - 1, 12))
                 until = timezone.now() + timedelta(seconds=seconds)
