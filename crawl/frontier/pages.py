@@ -170,7 +170,7 @@ def _columns(page: Page, verdict: Verdict, now) -> dict:
         return verdict.fields | error | wait | {"state": QUEUED, "attempts": F("attempts") - 1}
     if isinstance(verdict, Retry):
         due = retry_at(page.attempts, now)
-        if due is None and _never_given_up(page):
+        if due is None and page_never_given_up(page):
             due = retry_later_at(page.attempts, now)
         if due is not None:
             return verdict.fields | error | waiting_until(due, now) | {"state": QUEUED}
@@ -179,7 +179,7 @@ def _columns(page: Page, verdict: Verdict, now) -> dict:
     raise TypeError(f"not a page verdict: {verdict!r}")
 
 
-def _never_given_up(page: Page) -> bool:
+def page_never_given_up(page: Page) -> bool:
     """Pages fetched before, and the hubs of a project that recrawls on a schedule, are retried on
     the long schedule after a transient failure: a monitored site down for an hour is looked at
     again, not dropped. A new page, or a one-off crawl's seed, still fails (the crawl ends)."""

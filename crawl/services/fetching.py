@@ -26,6 +26,7 @@ from crawl.fetcher import (
     runner,
 )
 from crawl.frontier.pages import (
+    page_never_given_up,
     pages_claim_for_fetch,
     pages_finish,
     pages_ready,
@@ -33,7 +34,7 @@ from crawl.frontier.pages import (
     pages_wait,
     pages_wake_when_due,
 )
-from crawl.frontier.stages import FETCH, RENDER, wake_stage
+from crawl.frontier.stages import FETCH, RENDER, job_scope, wake_stage
 from crawl.frontier.verdicts import Fetched, Postpone
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
@@ -112,7 +113,8 @@ def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "",
     loop, where waiting costs nothing), and give the others their hosts' next free slots."""
     due = timezone.now() + timedelta(seconds=ahead)
     if page_ids:
-        candidates = list(Page.objects.filter(id__in=page_ids).values_list("id", "project_id", "host"))
+        queued = Page.objects.filter(id__in=page_ids, state=Page.State.QUEUED)  # another copy may have taken them
+        candidates = list(queued.values_list("id", "project_id", "host"))
     else:
         candidates = pages_ready(limit=limit, render=render, due=due)
     token = uuid.uuid4()
@@ -131,7 +133,7 @@ def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "",
             waits[page_id] = grant.waits(index - grant.granted + 1)[-1]
     pages_wait(waits)
     if page_ids:  # the reaper's pages go alone, by id: each not taken now is sent again for later
-        later = set(page_ids) - set(now_ids)
+        later = {page_id for page_id, _, _ in candidates} - set(now_ids)
         pages_send_alone(
             {i: max(IDLE_RETRY_SECONDS, (waits[i] - due).total_seconds()) if i in waits else 0 for i in later}
         )
@@ -174,16 +176,17 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
         allowed, refused, unreadable = _split_by_robots(project_pages, project)
         held = hosts_note_failures(robots_unreadable=unreadable, unreachable=set(), answered=set())
         for page, (code, text) in refused:
-            if page.host in held and (code == "robots_unavailable" or is_transient(code)):  # it waits, free
+            passing = code == "robots_unavailable" or is_transient(code)
+            if page.host in held and passing and page_never_given_up(page):  # monitored: it waits, free
                 verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
             else:
                 verdicts.append((page, failure(code, text, {"fetched_by": worker})))
         parts, blocked = _parts(project, allowed, grants)
         fetch_round.parts += parts
         verdicts += blocked
-    if verdicts:
-        with transaction.atomic():
-            pages_finish(token=token, stage=FETCH, verdicts=verdicts)
+    for job, job_verdicts in _by_job(verdicts).items():
+        with job_scope(job), transaction.atomic():
+            pages_finish(token=token, stage=FETCH, verdicts=job_verdicts)
     sending = {part.host for part in fetch_round.parts}
     idle = sorted({page.host for page in pages} - sending)
     if idle:  # every page of these hosts was refused before a request: their capacity goes back now
@@ -231,11 +234,19 @@ def round_finish(fetch_round: FetchRound, part: FetchPart, future: concurrent.fu
         verdict = outcome(page, response, backoffs.get(page.host))
         verdict.fields["fetched_by"] = fetch_round.worker
         verdicts.append((page, verdict))
-    with transaction.atomic():
+    with job_scope(part.pages[0].job_id), transaction.atomic():  # its warnings go to the job's log
         written = pages_finish(token=fetch_round.token, stage=FETCH, verdicts=verdicts)
         fetched = _store_contents(part.pages, responses, dict(verdicts), written)
     _log_when_done(fetch_round, part, len(fetched))
     return fetched
+
+
+def _by_job(verdicts: list) -> dict:
+    """Verdicts by the job their page was claimed for (a wake-up serves every project's job)."""
+    grouped = defaultdict(list)
+    for page, verdict in verdicts:
+        grouped[page.job_id].append((page, verdict))
+    return grouped
 
 
 def _log_when_done(fetch_round: FetchRound, part: FetchPart, fetched: int) -> None:
