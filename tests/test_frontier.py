@@ -251,7 +251,7 @@ def test_a_hub_is_never_given_up_for_a_transient_failure_but_a_new_page_is(proje
     seed = Page.objects.get(project=project, is_seed=True)
     (new,) = discover(project, urls(1))
     (fetched_before,) = discover(project, urls(1, host="sub.site.test"))
-    Page.objects.filter(id=fetched_before).update(fetch_count=4)
+    Page.objects.filter(id=fetched_before).update(fetch_count=4, content_sha256="a" * 64)
     ids = [seed.id, new, fetched_before]
     Page.objects.filter(id__in=ids).update(attempts=settings.CRAWL_MAX_ATTEMPTS - 1)
     for extra in range(3):

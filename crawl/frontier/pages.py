@@ -183,7 +183,7 @@ def page_never_given_up(page: Page) -> bool:
     """Pages fetched before, and the hubs of a project that recrawls on a schedule, are retried on
     the long schedule after a transient failure: a monitored site down for an hour is looked at
     again, not dropped. A new page, or a one-off crawl's seed, still fails (the crawl ends)."""
-    if page.fetch_count > 0:
+    if page.content_sha256:  # it answered with a body once: a page of the site, not a dead link
         return True
     scheduled = bool(page.project.recrawl_every_minutes or page.project.recrawl_crontab)
     return scheduled and (page.is_seed or page.kind in ("sitemap", "feed"))
