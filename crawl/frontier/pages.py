@@ -102,9 +102,9 @@ def pages_wait(starts: dict[int, object]) -> int:
 
 def pages_send_alone(waits: dict[int, float]) -> None:
     """The reaper's pages (each claimed alone, by id) that a claim could not start now: each is
-    sent again, alone, for when its host can take it (`waits`: seconds; 0, a moment)."""
+    sent again, alone, for when its host can take it (`waits`: seconds from now)."""
     for page_id, seconds in waits.items():
-        stages.after_commit(stages.publish_fetch, [page_id], countdown=max(seconds, 0.2), batch=1)
+        stages.after_commit(stages.publish_fetch, [page_id], countdown=seconds, batch=1)
 
 
 def pages_claim_for_fetch(

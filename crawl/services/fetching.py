@@ -135,7 +135,10 @@ def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "",
     if page_ids:  # the reaper's pages go alone, by id: each not taken now is sent again for later
         later = {page_id for page_id, _, _ in candidates} - set(now_ids)
         pages_send_alone(
-            {i: max(IDLE_RETRY_SECONDS, (waits[i] - due).total_seconds()) if i in waits else 0 for i in later}
+            {
+                i: max(IDLE_RETRY_SECONDS, (waits[i] - due).total_seconds()) if i in waits else IDLE_RETRY_SECONDS
+                for i in later
+            }
         )
     _, pages = pages_claim_for_fetch(now_ids, due=due, token=token, worker=worker)
     return token, pages, grants, len(candidates) >= limit
