@@ -8,7 +8,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from crawl.models import Host, HostLease
-from crawl.services.politeness import GRANT_AHEAD_SECONDS, host_back_off, hosts_grant, hosts_release
+from crawl.services.politeness import (
+    GRANT_AHEAD_SECONDS,
+    host_back_off,
+    hosts_grant,
+    hosts_learn_delays,
+    hosts_release,
+)
 from crawl.services.projects import project_get_or_create
 
 
@@ -58,6 +64,18 @@ def test_a_host_whose_robots_txt_is_unread_gets_one_request(project):
     first = grant(project, n=4, delay=None)
     assert first.granted == 1
     assert first.later >= timezone.now() + timedelta(seconds=0.9)
+
+
+def test_a_first_request_sent_before_the_delay_was_known_still_keeps_it(project):
+    """However late the worker sends the first request after reading robots.txt, the host's next
+    slot is at least the delay after the latest moment that request may start."""
+    grant(project, n=4, delay=None)
+    learned = hosts_learn_delays({"h.test": 1.0})
+    hosts_release(HostLease.objects.get().token)
+    second = grant(project, n=1, delay=1.0)
+    assert set(learned) == {"h.test"}
+    assert second.start_at >= learned["h.test"] + timedelta(seconds=1.0)
+    assert hosts_learn_delays({"h.test": 1.0}) == {}, "a delay already known gives no first request"
 
 
 def test_it_holds_a_backed_off_host_for_every_batch(project):

@@ -176,7 +176,7 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
         by_project[page.project_id].append(page)
     for project_pages in by_project.values():
         project = project_pages[0].project
-        allowed, refused, unreadable = _split_by_robots(project_pages, project)
+        allowed, refused, unreadable, learned = _split_by_robots(project_pages, project)
         held = hosts_note_failures(robots_unreadable=unreadable, unreachable=set(), answered=set())
         for page, (code, text) in refused:
             passing = code == "robots_unavailable" or is_transient(code)
@@ -184,7 +184,7 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
                 verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
             else:
                 verdicts.append((page, failure(code, text, {"fetched_by": worker})))
-        parts, blocked = _parts(project, allowed, grants)
+        parts, blocked = _parts(project, allowed, grants, learned)
         fetch_round.parts += parts
         verdicts += blocked
     for job, job_verdicts in _by_job(verdicts).items():
@@ -289,12 +289,12 @@ def _render_all(requests: list[FetchRequest], project: Project) -> list[FetchRes
     return responses
 
 
-def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], list, set[str]]:
-    """Pages robots.txt lets us fetch, (page, (error_code, message)) for the others, and the hosts
-    whose robots.txt could not be read. Each host's Crawl-delay is remembered for the claims that
-    book its slots."""
+def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], list, set[str], dict]:
+    """Pages robots.txt lets us fetch, (page, (error_code, message)) for the others, the hosts
+    whose robots.txt could not be read, and {host: latest start of its first request} for hosts
+    whose Crawl-delay was learned now (it is remembered for the claims that book their slots)."""
     if not project.obey_robots:
-        return pages, [], set()
+        return pages, [], set(), {}
     agent = user_agent_of(project)
     policies = robots_policies(
         {origin_of(p.url) for p in pages}, allow_private=allows_private(project), user_agent=agent, proxy=project.proxy
@@ -310,8 +310,7 @@ def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], l
             refused.append((page, policy.refusal()))
             if policy.unreadable(is_transient):
                 unreadable.add(page.host)
-    hosts_learn_delays(delays)
-    return allowed, refused, unreadable
+    return allowed, refused, unreadable, hosts_learn_delays(delays)
 
 
 def _offer_sitemaps(project: Project, policies: dict) -> None:
@@ -320,9 +319,10 @@ def _offer_sitemaps(project: Project, policies: dict) -> None:
         sitemaps_offer(project=project, urls=urls)
 
 
-def _parts(project: Project, pages: list[Page], grants: dict) -> tuple[list[FetchPart], list]:
+def _parts(project: Project, pages: list[Page], grants: dict, learned: dict) -> tuple[list[FetchPart], list]:
     """The pages sent now, per host, with their requests (each at its slot), and the verdicts of
-    pages whose host is blocked."""
+    pages whose host is blocked. A host's first request, granted before its Crawl-delay was known
+    (`learned`), must start before the slot the delay was counted from."""
     parts: dict[str, FetchPart] = {}
     blocked = []
     for page in pages:
@@ -334,6 +334,8 @@ def _parts(project: Project, pages: list[Page], grants: dict) -> tuple[list[Fetc
         request = build_request(project, page, start_at=grant.slot(len(part.pages)))
         if grant.spacing:
             request.latest_start = request.start_at + LATE_SECONDS
+        elif page.host in learned:
+            request.latest_start = learned[page.host].timestamp()
         part.pages.append(page)
         part.requests.append(request)
     return list(parts.values()), blocked

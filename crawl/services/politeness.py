@@ -92,18 +92,23 @@ def hosts_release(token: uuid.UUID, *, hosts: list[str] | None = None) -> None:
     (leases.filter(host__in=hosts) if hosts is not None else leases).delete()
 
 
-def hosts_learn_delays(delays: dict[str, float | None]) -> None:
+def hosts_learn_delays(delays: dict[str, float | None]) -> dict[str, datetime]:
     """Remember each host's robots.txt Crawl-delay (0 for none), so claims can book its slots. A
-    host's first request was granted before its delay was known and starts now: the host's next
-    slot is one delay after it."""
+    host's first request was granted before its delay was known: it must start within
+    LEAD_SECONDS, and the host's next slot is one delay after that. Returns {host: the latest start
+    of its first request} for the hosts whose (nonzero) delay was learned now."""
     known = dict(Host.objects.filter(host__in=list(delays)).values_list("host", "crawl_delay"))
-    now = timezone.now()
+    first_by = timezone.now() + timedelta(seconds=LEAD_SECONDS)
+    learned = {}
     for host, delay in delays.items():
         if host in known and known[host] != (delay or 0.0):
-            after_first = now + timedelta(seconds=(delay or 0.0) + SLOT_MARGIN)
+            after_first = first_by + timedelta(seconds=(delay or 0.0) + SLOT_MARGIN)
             Host.objects.filter(host=host).update(
                 crawl_delay=delay or 0.0, next_allowed_at=Greatest("next_allowed_at", Value(after_first))
             )
+            if delay:
+                learned[host] = first_by
+    return learned
 
 
 def _lease_end(now: datetime) -> datetime:
