@@ -91,6 +91,9 @@ class WorkerBeat(models.Model):
     queues = models.CharField(max_length=300, help_text="Queues it consumes, comma-separated.")
     concurrency = models.PositiveSmallIntegerField(default=0)
     pid = models.PositiveIntegerField(default=0)
+    processes = models.TextField(
+        blank=True, default="", help_text="Its processes that may claim work (itself and its pool), comma-separated."
+    )
     started_at = models.DateTimeField(default=timezone.now)
     seen_at = models.DateTimeField(default=timezone.now)
 

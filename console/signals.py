@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 from celery import signals as celery_signals
 from django.conf import settings
@@ -109,17 +110,25 @@ _beat_name: list[str] = []
 
 
 @receiver(workers_stopped, dispatch_uid="console.workers_stopped")
-def workers_gone(sender=None, **kwargs) -> dict:
-    """Workers whose heartbeats stopped (three missed: gone since now), and workers that started
-    again under the same name (the earlier one is gone since the new start)."""
+def workers_gone(sender=None, holders=(), **kwargs) -> dict:
+    """For each worker and each lease holder ("worker#pid"), since when the leases claimed in its name
+    are abandoned: a worker whose heartbeats stopped (three missed) since now; one that started again
+    under the same name since that start (the earlier one is gone); a pool process the worker's last
+    heartbeat did not list since that heartbeat."""
     from console.models import WorkerBeat
 
     now = timezone.now()
     silent = now - timedelta(seconds=LIVENESS_BEATS * settings.CONSOLE_HEARTBEAT_SECONDS)
-    return {
-        name: (now if seen < silent else started)
-        for name, seen, started in WorkerBeat.objects.values_list("name", "seen_at", "started_at")
-    }
+    beats = {name: row for name, *row in WorkerBeat.objects.values_list("name", "seen_at", "started_at", "processes")}
+    gone = {name: (now if seen < silent else started) for name, (seen, started, _) in beats.items()}
+    for holder in holders:
+        name, _, pid = holder.rpartition("#")
+        if name not in beats:
+            continue
+        seen, started, processes = beats[name]
+        listed = processes.split(",") if processes else None  # None: the worker cannot list them
+        gone[holder] = now if seen < silent else (seen if listed is not None and pid not in listed else started)
+    return gone
 
 
 @celery_signals.worker_ready.connect(dispatch_uid="console.worker_ready", weak=False)
@@ -152,6 +161,7 @@ def _heartbeat(name: str, queues: str, concurrency: int) -> None:
                     "queues": queues[:300],
                     "concurrency": concurrency,
                     "pid": os.getpid(),
+                    "processes": _processes(),
                     "started_at": started,
                     "seen_at": timezone.now(),
                 },
@@ -160,6 +170,18 @@ def _heartbeat(name: str, queues: str, concurrency: int) -> None:
             log.info("worker heartbeat not written: %r", exc)
         if _beat_stop.wait(settings.CONSOLE_HEARTBEAT_SECONDS):
             break
+
+
+def _processes() -> str:
+    """The worker's processes that may claim work: itself and its pool (its children, read from
+    /proc), comma-separated; empty where they cannot be listed."""
+    pid = os.getpid()
+    try:
+        tasks = Path(f"/proc/{pid}/task")
+        children = {int(c) for task in tasks.iterdir() for c in (task / "children").read_text().split()}
+    except (OSError, ValueError):
+        return ""
+    return ",".join(str(p) for p in sorted({pid, *children}))
 
 
 @celery_signals.worker_shutdown.connect(dispatch_uid="console.worker_shutdown", weak=False)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from crawl.db import upsert
 from crawl.frontier.discovery import pages_discover
-from crawl.frontier.pages import pages_claim_for_extract, pages_extract_again, pages_finish
+from crawl.frontier.pages import pages_claim_for_extract, pages_extract_again, pages_fetch_resumes, pages_finish
 from crawl.frontier.stages import EXTRACT
 from crawl.frontier.verdicts import Done, Fail
 from crawl.models import Page, PageContent
@@ -40,7 +40,10 @@ def pages_extract(*, page_ids: list[int], worker: str = "") -> int:
     by_project: dict[int, list[PageResult]] = {}
     for page in pages:
         by_project.setdefault(page.project_id, []).append(_extract_safely(page, contents.get(page.id)))
-    return sum(_write_batch(results, token, worker) for results in by_project.values())
+    discovered = sum(_write_batch(results, token, worker) for results in by_project.values())
+    for results in by_project.values():
+        pages_fetch_resumes(results[0].page.project)
+    return discovered
 
 
 def _write_batch(results: list[PageResult], token, worker: str) -> int:

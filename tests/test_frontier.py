@@ -2,6 +2,7 @@
 
 import base64
 import json
+import os
 import threading
 from datetime import timedelta
 
@@ -18,7 +19,7 @@ from crawl.frontier.pages import pages_claim_for_fetch, pages_finish, pages_read
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import FETCH
 from crawl.frontier.verdicts import Fetched, Link
-from crawl.models import Page, StageWakeup
+from crawl.models import HostLease, Page, StageWakeup
 from crawl.services.projects import project_get_or_create, seeds_add
 from media.models import MediaAsset, PageAsset
 
@@ -234,10 +235,45 @@ def test_the_reaper_hands_back_at_once_what_a_gone_worker_holds(project):
         _, claimed = pages_claim_for_fetch([page_id], worker=worker)
         assert [p.id for p in claimed] == [page_id]
     Page.objects.filter(id=ids[1]).update(lease_expires_at=now + timedelta(seconds=settings.CRAWL_LEASE_SECONDS - 5))
+    tokens = dict(Page.objects.filter(id__in=ids).values_list("id", "lease_token"))
+    hour = now + timedelta(hours=1)
+    for page_id in (ids[0], ids[2]):  # the hosts' in-flight capacity their claims booked
+        HostLease.objects.create(host="example.com", token=tokens[page_id], slots=1, expires_at=hour)
     report = reap(project_id=project.id)
     assert report.leases_abandoned == 2
+    live = set(HostLease.objects.filter(expires_at__gt=timezone.now()).values_list("token", flat=True))
+    assert live == {tokens[ids[2]]}, "the dead worker's host capacity is free again, the live one's held"
     states = dict(Page.objects.filter(id__in=ids).values_list("fetched_by", "state"))
-    assert states == {"dead@h": "queued", "restarted@h": "queued", "alive@h": "leased"}
+    me = os.getpid()
+    assert states == {f"dead@h#{me}": "queued", f"restarted@h#{me}": "queued", f"alive@h#{me}": "leased"}
+
+
+def test_the_reaper_hands_back_at_once_what_a_gone_pool_process_holds(project):
+    """A pool process killed alone (the kernel's OOM killer) leaves its worker beating: what it
+    holds goes back once a heartbeat no longer lists it, and only what it claimed before then."""
+    from console.models import WorkerBeat
+
+    now, me = timezone.now(), os.getpid()
+    hour_ago = now - timedelta(hours=1)
+    WorkerBeat.objects.create(name="oom@h", queues="fetch", started_at=hour_ago, seen_at=now, processes="1,2")
+    WorkerBeat.objects.create(name="kept@h", queues="fetch", started_at=hour_ago, seen_at=now, processes=f"1,{me}")
+    WorkerBeat.objects.create(name="unlisted@h", queues="fetch", started_at=hour_ago, seen_at=now, processes="")
+    ids = discover(project, urls(4))
+    for page_id, worker in zip(ids, ("oom@h", "kept@h", "unlisted@h", "oom@h"), strict=True):
+        _, claimed = pages_claim_for_fetch([page_id], worker=worker)
+        assert [p.id for p in claimed] == [page_id]
+    beat = timezone.now()  # the worker's next heartbeat, after those claims
+    WorkerBeat.objects.update(seen_at=beat)
+    later = beat + timedelta(seconds=settings.CRAWL_LEASE_SECONDS + 5)
+    Page.objects.filter(id=ids[3]).update(lease_expires_at=later)
+    report = reap(project_id=project.id)
+    assert report.leases_abandoned == 1, "the process's claim made after the heartbeat stays (not seen yet)"
+    assert dict(Page.objects.filter(id__in=ids).values_list("id", "state")) == {
+        ids[0]: "queued",
+        ids[1]: "leased",
+        ids[2]: "leased",
+        ids[3]: "leased",
+    }
 
 
 def test_a_hub_is_never_given_up_for_a_transient_failure_but_a_new_page_is(project, settings):

@@ -10,7 +10,7 @@ from crawl.db import chunked, insert_new
 from crawl.models import Page
 
 from . import stages
-from .leases import lease_claim, lease_finish
+from .leases import lease_claim, lease_finish, lease_holder
 from .pages import failures_log, pages_complete
 from .verdicts import Done, Fail, Retry, Verdict, error_columns, retry_at
 from .wakeups import waiting_until, wakeups_group
@@ -42,7 +42,7 @@ def assets_claim(asset_ids: list[int], *, worker: str = "") -> tuple[uuid.UUID, 
     back through the reaper)."""
     model, now = _assets(), timezone.now()
     claimable = Q(state=model.State.QUEUED, next_fetch_at__lte=now)
-    holder = {"downloaded_by": worker[:200]} if worker else {}
+    holder = {"downloaded_by": lease_holder(worker)} if worker else {}
     return lease_claim(model, asset_ids, claimable=claimable, state=model.State.LEASED, **holder)
 
 

@@ -3,6 +3,7 @@ with a fresh token, and finish them only while that token still holds them (a zo
 late write fails). Never held across a transaction: a lease is a column, not a lock."""
 
 import json
+import os
 import uuid
 from datetime import timedelta
 
@@ -16,6 +17,12 @@ from crawl.db import NoJsonForm, chunked, json_preparer
 from crawl.models import Project
 
 FINISH_CHUNK = 100
+
+
+def lease_holder(worker: str) -> str:
+    """The name a claim records for its holder: the Celery worker and the process in it
+    ("fetch@host#1234"), so the reaper can tell a dead pool process of a live worker."""
+    return f"{worker[:180]}#{os.getpid()}"
 
 
 def lease_until():

@@ -14,14 +14,14 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from crawl.db import chunked
 from crawl.models import Page, Project
 
 from . import stages
-from .leases import lease_claim, lease_finish
+from .leases import lease_claim, lease_finish, lease_holder
 from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at, retry_later_at
 from .wakeups import waiting_until, wakeups_group
 
@@ -48,7 +48,7 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     another project's pages are never extracted behind a long queue of its own. Each project's
     share is one probe of the page_ready index: the cost follows the batch and the number of
     projects, not the size of the frontier."""
-    projects = [p for p in _active_project_ids(render_js=render) if not _extract_backlogged(p)]
+    projects = _fetching_project_ids(render)
     offers: dict[int, list] = {p: [] for p in projects}
     wanted = limit
     while projects and wanted > 0:
@@ -64,10 +64,20 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     return interleaved[:limit]
 
 
-def _extract_backlogged(project_id: int) -> bool:
-    waiting = Page.objects.filter(project_id=project_id, state=FETCHED).values("id")
+def _fetching_project_ids(render: bool) -> list[int]:
+    """The active projects of the stage whose fetching is not paused for their extract backlog."""
     backlog = EXTRACT_BACKLOG * settings.CRAWL_EXTRACT_BATCH
-    return waiting[backlog : backlog + 1].exists()
+    waiting = Page.objects.filter(state=FETCHED).values("project_id").annotate(n=Count("id")).filter(n__gt=backlog)
+    backlogged = set(waiting.values_list("project_id", flat=True))  # few rows: fetching pauses at the backlog
+    return [p for p in _active_project_ids(render_js=render) if p not in backlogged]
+
+
+def pages_fetch_resumes(project: Project) -> None:
+    """An extract batch of the project is written: if its backlog no longer pauses its fetching, its
+    stage wakes for the due pages (a wake-up already on its way serves)."""
+    fetching = _fetching_project_ids(project.render_js)
+    if project.id in fetching:
+        pages_wake_when_due(render=project.render_js, early=0.0, least=0.0, projects=fetching)
 
 
 def _due_rows(project_id: int, due, offset: int, count: int) -> list[tuple[int, int, str]]:
@@ -78,16 +88,19 @@ def _due_rows(project_id: int, due, offset: int, count: int) -> list[tuple[int, 
     return list(ordered[offset : offset + count])
 
 
-def pages_next_due(*, render: bool):
-    """When the earliest queued page of the stage's active projects is due (None: none waits)."""
-    waiting = Page.objects.filter(state=QUEUED, suspect=False, project_id__in=_active_project_ids(render_js=render))
+def pages_next_due(*, render: bool, projects: list[int] | None = None):
+    """When the earliest queued page of the stage's active projects (or of `projects`) is due (None:
+    none waits). A project paused for its extract backlog waits for its extraction, which wakes the
+    stage."""
+    projects = _fetching_project_ids(render) if projects is None else projects
+    waiting = Page.objects.filter(state=QUEUED, suspect=False, project_id__in=projects)
     return waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
 
 
-def pages_wake_when_due(*, render: bool, early: float, least: float) -> None:
+def pages_wake_when_due(*, render: bool, early: float, least: float, projects: list[int] | None = None) -> None:
     """Book the fetch (or render) stage's next wake-up for when its earliest queued page is due,
     `early` seconds before (its slot is booked then), and at least `least` seconds from now."""
-    due = pages_next_due(render=render)
+    due = pages_next_due(render=render, projects=projects)
     if due is not None:
         seconds = (due - timezone.now()).total_seconds() - early
         stages.wake_stage(stages.RENDER if render else stages.FETCH, countdown=max(seconds, least))
@@ -115,7 +128,7 @@ def pages_claim_for_fetch(
     whose heartbeats stopped holds). An expired lease is not claimable here: the reaper gives it
     back (and counts it) first."""
     claimable = Q(state=QUEUED, next_fetch_at__lte=due or timezone.now(), project_id__in=_active_project_ids())
-    holder = {"fetched_by": worker[:200]} if worker else {}
+    holder = {"fetched_by": lease_holder(worker)} if worker else {}
     token, pages = lease_claim(Page, page_ids, claimable=claimable, token=token, state=LEASED, **holder)
     return token, sorted(pages, key=lambda p: (-p.priority, p.id))
 
@@ -124,7 +137,7 @@ def pages_claim_for_extract(page_ids: list[int], *, worker: str = "") -> tuple[u
     """Lease fetched pages for extraction in the name of `worker` (the state stays `fetched`);
     attempts count from the fetch."""
     claimable = Q(state=FETCHED, attempts__lt=settings.CRAWL_MAX_ATTEMPTS, lease_token__isnull=True)
-    holder = {"extracted_by": worker[:200]} if worker else {}
+    holder = {"extracted_by": lease_holder(worker)} if worker else {}
     return lease_claim(Page, page_ids, claimable=claimable, **holder)
 
 

@@ -17,7 +17,7 @@ from django.db.models.functions import Greatest
 from django.dispatch import Signal
 from django.utils import timezone
 
-from crawl.models import Page
+from crawl.models import HostLease, Page
 from media.downloading import clean_stale_temp
 
 from . import stages
@@ -28,8 +28,10 @@ from .upkeep import tables_upkeep
 
 # Sent by the reaper: receivers answer with {worker name: since} for workers whose heartbeats
 # stopped (since: now) or that started again under the same name (since: that start), so the
-# leases claimed in their name before then go back now, not when they expire. The console keeps
-# the heartbeats.
+# leases claimed in their name before then go back now, not when they expire. It is sent with
+# `holders`, the names live leases were claimed in ("worker#pid"), and answers for those too: a pool
+# process its worker no longer has is gone since the heartbeat that found it missing. The console
+# keeps the heartbeats.
 workers_stopped = Signal()
 
 REPUBLISH_LIMIT = 5000
@@ -69,19 +71,36 @@ def reap(*, project_id: int | None = None) -> ReapReport:
 
 
 def _expire_abandoned(pages, assets) -> int:
-    """Leases claimed by workers that are gone expire now (the sweep below hands them back): a
-    killed worker's work waits a few heartbeats, not a lease."""
+    """Leases claimed by workers that are gone, or by pool processes of a live worker that are gone,
+    expire now (the sweep below hands them back): a killed process's work waits a few heartbeats,
+    not a lease. A claim records its holder as "worker#pid" (leases.lease_holder)."""
+    now = timezone.now()
+    live = Q(lease_expires_at__gt=now)
+    held = {
+        "fetched_by": pages.filter(live, state=Page.State.LEASED),
+        "extracted_by": pages.filter(live, state=Page.State.FETCHED),
+        "downloaded_by": assets.filter(live, state="leased"),
+    }
+    holders = set()
+    for column, rows in held.items():
+        holders |= set(rows.exclude(**{column: ""}).values_list(column, flat=True).distinct())
+    if not holders:
+        return 0
     gone: dict[str, object] = {}
-    for _, answer in workers_stopped.send(sender=reap):
+    for _, answer in workers_stopped.send(sender=reap, holders=holders):
         gone |= answer or {}
-    count, now = 0, timezone.now()
-    for name, since in sorted(gone.items()):
+    count, past = 0, now - timedelta(seconds=1)
+    for holder, since in sorted(gone.items()):
+        if holder not in holders:
+            continue
         # Claimed before `since`: a lease ends CRAWL_LEASE_SECONDS after its claim.
-        held = Q(lease_expires_at__gt=now, lease_expires_at__lt=since + timedelta(seconds=settings.CRAWL_LEASE_SECONDS))
-        expire = {"lease_expires_at": now - timedelta(seconds=1)}
-        count += pages.filter(held, state=Page.State.LEASED, fetched_by=name).update(**expire)
-        count += pages.filter(held, state=Page.State.FETCHED, extracted_by=name).update(**expire)
-        count += assets.filter(held, state="leased", downloaded_by=name).update(**expire)
+        before = Q(lease_expires_at__lt=since + timedelta(seconds=settings.CRAWL_LEASE_SECONDS))
+        for column, rows in held.items():
+            abandoned = rows.filter(before, **{column: holder})
+            tokens = set(abandoned.values_list("lease_token", flat=True))
+            count += abandoned.update(lease_expires_at=past)
+            # The hosts' in-flight capacity those claims booked (the same token) is free again.
+            HostLease.objects.filter(token__in=tokens).update(expires_at=past)
     return count
 
 
