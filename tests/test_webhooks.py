@@ -19,7 +19,7 @@ from scrape.sinks.http import ReceiverRefused
 from scrape.sinks.kinds import writer_for
 from scrape.sinks.models import Sink, SinkDelivery
 from scrape.sinks.signing import signature, signature_valid, signed_headers
-from tests.conftest import last_json_line, run_manage
+from tests.conftest import BASE_DIR, last_json_line, run_manage
 from tests.webhook_receiver import WebhookReceiver
 
 SECRET = "a-shared-secret-of-the-tests-0123456789"
@@ -195,3 +195,17 @@ def crawl_through_a_kill_and_refusals(receiver, site_server, workers, worker_env
     assert sorted(receiver.records) == expected, "every item, each kept once by its key"
     assert {r["type"] for r in receiver.records.values()} == {"item"}
     assert len(receiver.handed) > len(set(receiver.handed)), "the killed worker's batch came again"
+
+
+def test_the_verification_snippet_in_the_docs_accepts_our_requests_and_nothing_else():
+    text = (BASE_DIR / "docs" / "operating.md").read_text()
+    section = text.split("### Webhook signatures", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace = {}
+    exec(compile(code, "operating.md", "exec"), namespace)  # our own documentation
+    valid = namespace["crawlhub_signature_valid"]
+    body = json.dumps({"records": [{"key": "k0"}]}).encode()
+    headers = signed_headers(SECRET, body)
+    assert valid(SECRET, headers, body)
+    assert not valid(SECRET, headers, body.replace(b"k0", b"k1"))
+    assert not valid("not-the-secret-0123456789", headers, body)
