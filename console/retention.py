@@ -1,5 +1,5 @@
 """Retention: rows older than their setting's days are deleted, a small batch at a time, by the
-control queue's prune task (beat runs it every PRUNE_EVERY_SECONDS). A setting of 0 keeps those rows
+control queue's prune task (beat runs it every 5 minutes: crawlproject/settings.py). A setting of 0 keeps those rows
 forever. Each rule names a model, the date its age is counted from, the setting, and which rows may
 go at all (a job still running, a page's newest version and an owed sink record never do)."""
 
@@ -14,7 +14,6 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 log = logging.getLogger("crawlhub.retention")
-PRUNE_EVERY_SECONDS = 300
 MAX_BATCHES = 20  # per rule and run: one run stays short, the next one goes on
 
 

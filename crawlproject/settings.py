@@ -353,7 +353,7 @@ CELERY_BEAT_SCHEDULE = {
     },
     "console-prune": {
         "task": "console.prune",
-        "schedule": 300.0,  # console/retention.py PRUNE_EVERY_SECONDS
+        "schedule": 300.0,  # old rows pruned in batches (console/retention.py)
         "options": {"expires": 300.0},
     },
     "console-jobs": {
