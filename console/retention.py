@@ -1,7 +1,8 @@
 """Retention: rows older than their setting's days are deleted, a small batch at a time, by the
-control queue's prune task (beat runs it every 5 minutes: crawlproject/settings.py). A setting of 0 keeps those rows
-forever. Each rule names a model, the date its age is counted from, the setting, and which rows may
-go at all (a job still running, a page's newest version and an owed sink record never do)."""
+control queue's prune task (beat runs it every 5 minutes: crawlproject/settings.py). A setting of 0
+keeps those rows forever. Each rule names a model, the date its age is counted from, the setting,
+and which rows may go at all (a job still running, a page's newest version and an owed sink record
+never do)."""
 
 import logging
 from collections.abc import Callable
