@@ -49,15 +49,27 @@ def unmasked_url(new: str, stored: str) -> str:
 
 
 def masked_config(config):
-    """A sink's config with the credentials of its "url" (a redis sink's) masked."""
-    if not isinstance(config, dict) or not isinstance(config.get("url"), str):
+    """A sink's config with the credentials of its "url" (a redis or http sink's) and its "secret"
+    (an http sink's signing key) masked."""
+    if not isinstance(config, dict):
         return config
-    return config | {"url": masked_url(config["url"])}
+    shown = dict(config)
+    if isinstance(shown.get("url"), str):
+        shown["url"] = masked_url(shown["url"])
+    if shown.get("secret"):
+        shown["secret"] = MASK
+    return shown
 
 
 def unmasked_config(new, stored: dict | None):
-    """`new`, whose "url" gets the stored credentials back when it is still their masked form."""
-    stored_url = (stored or {}).get("url")
-    if isinstance(new, dict) and isinstance(new.get("url"), str) and isinstance(stored_url, str):
-        return new | {"url": unmasked_url(new["url"], stored_url)}
-    return new
+    """`new`, whose "url" gets the stored credentials back when it is still their masked form, and
+    whose "secret" the stored one when it is still the mask."""
+    stored = stored or {}
+    if not isinstance(new, dict):
+        return new
+    kept = dict(new)
+    if isinstance(new.get("url"), str) and isinstance(stored.get("url"), str):
+        kept["url"] = unmasked_url(new["url"], stored["url"])
+    if new.get("secret") == MASK and stored.get("secret"):
+        kept["secret"] = stored["secret"]
+    return kept

@@ -1,11 +1,17 @@
-"""The console's one periodic task: jobs start when their first row is claimed and end when their
-project owes no more work."""
+"""The console's periodic tasks: jobs start when their first row is claimed and end when their
+project owes no more work; old rows are pruned (console/retention.py)."""
 
 from celery import shared_task
 
 from console.jobs import jobs_tick
+from console.retention import prune
 
 
 @shared_task(name="console.jobs_tick", soft_time_limit=50, time_limit=60)
 def jobs_tick_task() -> dict:
     return jobs_tick()
+
+
+@shared_task(name="console.prune", soft_time_limit=110, time_limit=120)
+def prune_task() -> dict:
+    return prune()

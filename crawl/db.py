@@ -2,6 +2,7 @@
 PostgreSQL)."""
 
 import datetime
+import hashlib
 import json
 import uuid
 from decimal import Decimal
@@ -167,6 +168,21 @@ def _unnest_rows(fields, chunk, connection) -> tuple[str, list]:
     arrays = ", ".join(f"%s::{f.cast_db_type(connection)}[]" for f in fields)
     params = [[f.get_db_prep_save(getattr(o, f.attname), connection) for o in chunk] for f in fields]
     return f"SELECT * FROM unnest({arrays})", params
+
+
+def commit_order_lock(name: str) -> None:
+    """Hold a lock named `name` until the caller's transaction ends, so the rows the holders insert
+    commit in the order of their ids: a reader that has seen id N will never see a smaller id
+    appear later (a feed read by id cursor). PostgreSQL: a transaction-scoped advisory lock. SQLite
+    needs none: its writers already take turns, each holding the database until it commits."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor != "postgresql":
+        return
+    if not connection.in_atomic_block:
+        raise RuntimeError("commit_order_lock needs a transaction: it is held until the commit")
+    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
 
 def chunked(items: list, size: int):

@@ -5,7 +5,7 @@ EXTRACT = "extract"
 DOWNLOAD = "download"
 RENDER = "render"  # fetch in headless Chromium, for projects with render_js (needs a worker with chromium)
 STAGE_QUEUES = (FETCH, EXTRACT, DOWNLOAD, RENDER)
-# Housekeeping (reaper, recrawl ticks, jobs tick, sinks tick): every worker consumes it beside its
+# Housekeeping (reaper, recrawl ticks, jobs tick, sinks tick, pruning): every worker consumes it beside its
 # stage queues, so it never waits behind a stage's backlog.
 CONTROL = "control"
 QUEUES = (*STAGE_QUEUES, CONTROL)
@@ -15,6 +15,7 @@ TASK_ROUTES = {
     "crawl.reap": {"queue": CONTROL},
     "crawl.dispatch": {"queue": CONTROL},
     "console.jobs_tick": {"queue": CONTROL},
+    "console.prune": {"queue": CONTROL},
     "crawl.render_batch": {"queue": RENDER},
     "scrape.extract_batch": {"queue": EXTRACT},
     "scrape.deliver": {"queue": EXTRACT},  # result sinks: their I/O beside extraction, never in its way

@@ -351,6 +351,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 10.0,
         "options": {"expires": 10.0},
     },
+    "console-prune": {
+        "task": "console.prune",
+        "schedule": 300.0,  # old rows pruned in batches (console/retention.py)
+        "options": {"expires": 300.0},
+    },
     "console-jobs": {
         "task": "console.jobs_tick",
         "schedule": float(env.int("CONSOLE_JOBS_TICK_SECONDS", default=5)),
@@ -370,6 +375,12 @@ CONSOLE_JOB_LOG_LIMIT = env.int("CONSOLE_JOB_LOG_LIMIT", default=500)  # log ent
 CONSOLE_HEARTBEAT_SECONDS = env.int("CONSOLE_HEARTBEAT_SECONDS", default=10)
 # A worker not seen for this long is gone (killed, or its machine is): the dashboard warns.
 CONSOLE_WORKER_STALE_SECONDS = env.int("CONSOLE_WORKER_STALE_SECONDS", default=35)
+# Retention (console/retention.py): days rows are kept, then pruned in batches; 0 keeps them forever.
+CONSOLE_KEEP_JOBS_DAYS = env.int("CONSOLE_KEEP_JOBS_DAYS", default=90)  # finished jobs, with their logs
+CONSOLE_KEEP_JOB_LOGS_DAYS = env.int("CONSOLE_KEEP_JOB_LOGS_DAYS", default=30)
+CONSOLE_KEEP_PAGE_VERSIONS_DAYS = env.int("CONSOLE_KEEP_PAGE_VERSIONS_DAYS", default=180)  # never a page's newest
+CONSOLE_KEEP_SINK_RECORDS_DAYS = env.int("CONSOLE_KEEP_SINK_RECORDS_DAYS", default=7)  # delivered ones only
+CONSOLE_PRUNE_BATCH = env.int("CONSOLE_PRUNE_BATCH", default=500)  # rows per delete statement
 
 # --- Logging (crawl/logging.py): plain lines by default; CRAWLHUB_LOG_FORMAT=json for production,
 # where every line is one JSON object (with task_id, task and project_id inside Celery tasks).

@@ -8,7 +8,6 @@ from django.views.generic import RedirectView
 
 from console.admin.scrape import try_url_view
 from console.dashboard import dashboard_data, dashboard_view, overview_control, overview_data
-from console.views import changes_since
 
 admin.site.site_url = "/admin/dashboard/"  # the admin's "View site": the crawl overview
 admin.site.site_header = "crawlhub"
@@ -23,7 +22,6 @@ urlpatterns = [
     path("admin/dashboard/overview/", admin.site.admin_view(overview_data), name="admin-overview-data"),
     path("admin/dashboard/control/", admin.site.admin_view(overview_control), name="admin-overview-control"),
     path("admin/", admin.site.urls),
-    path("api/changes/", changes_since, name="api-changes"),
     path("api/", include("console.api.urls")),
     path("metrics", include("console.metrics")),
 ]

@@ -3,6 +3,8 @@ the page row's changes. Reads the project's rule sets but writes nothing, so the
 the `tryurl` debugger run exactly the same code.
 """
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 
@@ -49,6 +51,7 @@ class PageResult:
     error: tuple[str, str] | None = None  # (code, message): extraction failed for good
     handler_log: list[LogLine] | None = None  # what the spider's handler logged (None: no spider ran)
     dropped: dict = field(default_factory=dict)  # what the per-page caps left out: {"items": 90000}
+    records_text: str = ""  # a JSON API page's records as indented JSON: its version's text, for diffs
 
     @property
     def failed(self) -> bool:
@@ -189,7 +192,10 @@ def _json_api(page: Page, body: bytes) -> PageResult:
         ItemRow("api", i, r, e, version) for i, (r, e) in enumerate(zip(result.records, result.errors, strict=True))
     ]
     links = [Link(result.next_url, page.depth, page.id, 0, "page", page.priority)] if result.next_url else []
-    return PageResult(page=page, changes={}, links=links, items=items)
+    # The records are the page's content: a new version (and a change in the feed) when they change.
+    text = json.dumps(result.records, ensure_ascii=False, sort_keys=True, indent=1, default=str)
+    changes = {"text_hash": hashlib.sha256(text.encode(errors="replace")).hexdigest()}
+    return PageResult(page=page, changes=changes, links=links, items=items, records_text=text)
 
 
 def _html(page: Page, body: bytes, headers: dict) -> PageResult:

@@ -104,7 +104,8 @@ def _freshness(result: PageResult, versions: list) -> tuple[dict, int]:
         return stamp, revisit(page.project, page, changed=True)
     if changes["text_hash"] == page.text_hash:
         return stamp, revisit(page.project, page, changed=False)
-    versions.append((page, _jsonb_safe(changes), _jsonb_safe(result.extraction.text if result.extraction else "")))
+    text = result.extraction.text if result.extraction else result.records_text
+    versions.append((page, _jsonb_safe(changes), _jsonb_safe(text)))
     changed = {"changed_at": timezone.now(), "change_count": F("change_count") + 1}
     return stamp | changed, revisit(page.project, page, changed=True)
 

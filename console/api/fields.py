@@ -77,7 +77,8 @@ class SecretURLField(serializers.CharField):
 
 @extend_schema_field({"type": "object", "additionalProperties": True})
 class SinkConfigField(serializers.JSONField):
-    """A sink's config, whose "url" (a redis sink's) has write-only credentials."""
+    """A sink's config, whose "url" (a redis or http sink's) has write-only credentials, and whose
+    "secret" (an http sink's) is write-only."""
 
     def to_representation(self, value):
         return masked_config(super().to_representation(value))

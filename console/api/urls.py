@@ -1,9 +1,10 @@
-"""REST API routes (mounted at /api/): resources, the OpenAPI schema and its Swagger UI."""
+"""REST API routes (mounted at /api/): resources, the change feed, the OpenAPI schema and its Swagger UI."""
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
+from .changes import ChangesView
 from .jobs import JobViewSet
 from .projects import ProjectViewSet, SeedViewSet
 from .results import AssetViewSet, FailureViewSet, ItemViewSet, PageViewSet
@@ -20,6 +21,7 @@ router.register("items", ItemViewSet, basename="item")
 router.register("assets", AssetViewSet, basename="asset")
 
 urlpatterns = [
+    path("changes/", ChangesView.as_view(), name="api-changes"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its script from a URL of its own: the console's CSP runs no inline script.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -8,6 +8,7 @@ counter is not one; a 304 or an identical body is no change either.
 
 from django.utils import timezone
 
+from crawl.db import commit_order_lock
 from crawl.frontier.schedule import HUB_KINDS
 from crawl.models import Page, PageVersion, Project
 
@@ -32,7 +33,12 @@ def revisit(project: Project, page: Page, *, changed: bool) -> int:
 
 
 def versions_record(changed: list[tuple[Page, dict, str]]) -> None:
-    """A version row per page whose normalised text changed: (page, its new row values, its text)."""
+    """A version row per page whose normalised text changed: (page, its new row values, its text).
+    Inside the caller's transaction, with the versions' commit-order lock: the change feed reads by
+    id (console/api/changes.py), and must never see an id appear below one it already served."""
+    if not changed:
+        return
+    commit_order_lock("crawl.PageVersion")
     PageVersion.objects.bulk_create(
         [
             PageVersion(

@@ -10,6 +10,7 @@ asset), {kind} (the item's kind) and {key} where a scheme is taken:
 - tar:    {"directory": "shop", "compression": "" | "gz" | "bz2"}  one archive per batch
 - jsonl:  {"prefix": "sinks/{project}/{sink}/"}  one object per batch on the media storage
 - python: {"class": "package.module.Class", "options": {...}}  Class(sink=..., **options).deliver(records, batch=)
+- http:   {"url": "https://receiver/hook", "secret": "...", "timeout": 30}  one signed POST per batch (http.py)
 """
 
 import contextlib
@@ -170,7 +171,20 @@ class PythonSink:
         self.target.deliver(records, batch=batch)
 
 
-WRITERS = {"file": FileSink, "redis": RedisSink, "tar": TarSink, "jsonl": JsonLinesSink, "python": PythonSink}
+def _http_sink(sink):
+    from .http import HttpSink  # httpx and the egress gate, loaded only by a process that posts
+
+    return HttpSink(sink)
+
+
+WRITERS = {
+    "file": FileSink,
+    "redis": RedisSink,
+    "tar": TarSink,
+    "jsonl": JsonLinesSink,
+    "python": PythonSink,
+    "http": _http_sink,
+}
 
 
 def writer_for(sink):
@@ -189,6 +203,7 @@ def sink_check(sink) -> None:
         "tar": {"directory", "compression"},
         "jsonl": {"prefix"},
         "python": {"class", "options"},
+        "http": {"url", "secret", "timeout"},
     }.get(sink.kind)
     if allowed is None:
         raise ValidationError({"kind": f"one of {', '.join(WRITERS)}"})
@@ -214,6 +229,10 @@ def _check_kind(sink, config: dict) -> None:
             raise ValidationError("url: a redis:// URL")
         if config.get("type", "list") not in ("list", "hash"):
             raise ValidationError("type: list or hash")
+    if sink.kind == "http":
+        from .http import http_check
+
+        http_check(config)
     if sink.kind == "python":
         path = str(config.get("class", ""))
         module, _, name = path.rpartition(".")

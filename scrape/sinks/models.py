@@ -12,6 +12,7 @@ class Sink(models.Model):
         TAR = "tar", "tar archives (.tar, .tar.gz, .tar.bz2)"
         JSONL = "jsonl", "JSON Lines on the media storage (disk or S3)"
         PYTHON = "python", "a Python class of your own"
+        HTTP = "http", "HTTP (signed JSON POSTs: a webhook)"
 
     project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="sinks")
     name = models.SlugField(max_length=80, help_text="Unique within the project; used in file and key schemes.")

@@ -49,7 +49,7 @@ class Command(BaseCommand):
 
     def _add(self, project, opts) -> None:
         if not opts["kind"]:
-            raise CommandError("--add needs --kind (file, redis, tar, jsonl or python)")
+            raise CommandError("--add needs --kind (file, redis, tar, jsonl, python or http)")
         try:
             config = json.loads(opts["config"])
         except json.JSONDecodeError as exc:
