@@ -1,4 +1,4 @@
-"""Fault suite, scenarios 9 and 10: a worker killed and PostgreSQL restarted at the settings we ship
+"""Fault suite, scenarios 10 and 11: a worker killed and PostgreSQL restarted at the settings we ship
 (600 s leases, 300 s republish sweep, 30 s retry base; the rest of the suite shortens them), three
 stage workers. Each scenario crawls the site once without a fault and once with it: the fault may
 cost the crawl less than DELAY_BOUND seconds, and the ledger holds (nothing lost, nothing twice).
@@ -50,9 +50,9 @@ def private_postgres():
 
 @full_only
 @pytest.mark.parametrize("whole", [True, False], ids=["worker", "pool-child"])
-def test_9_a_worker_killed_at_the_shipped_settings_costs_under_a_minute(workers, worker_env, tmp_path, whole):
+def test_10_a_worker_killed_at_the_shipped_settings_costs_under_a_minute(workers, worker_env, tmp_path, whole):
     generated = site()
-    baseline, _ = crawl_seconds("9 baseline at the shipped settings", generated, workers, worker_env, tmp_path)
+    baseline, _ = crawl_seconds("10 baseline at the shipped settings", generated, workers, worker_env, tmp_path)
 
     def kill_fetch_worker(run):
         if whole:  # the process group, started again under its name (a supervisor's restart)
@@ -66,7 +66,7 @@ def test_9_a_worker_killed_at_the_shipped_settings_costs_under_a_minute(workers,
 
     what = "a whole fetch worker" if whole else "a fetch pool child"
     faulted, figures = crawl_seconds(
-        f"9 SIGKILL {what}, shipped settings", generated, workers, worker_env, tmp_path, kill_fetch_worker
+        f"10 SIGKILL {what}, shipped settings", generated, workers, worker_env, tmp_path, kill_fetch_worker
     )
     print(f"\nbaseline {baseline:.1f} s, with the kill {faulted:.1f} s")
     assert figures.kills == 1
@@ -74,13 +74,13 @@ def test_9_a_worker_killed_at_the_shipped_settings_costs_under_a_minute(workers,
 
 
 @full_only
-def test_10_postgresql_restarted_at_the_shipped_settings_costs_under_a_minute(
+def test_11_postgresql_restarted_at_the_shipped_settings_costs_under_a_minute(
     workers, worker_env, tmp_path, private_postgres
 ):
     env = worker_env | {"DATABASE_URL": private_postgres.url}
     assert run_manage(["migrate", "-v0"], env).returncode == 0
     generated = site()
-    baseline, _ = crawl_seconds("10 baseline at the shipped settings", generated, workers, env, tmp_path)
+    baseline, _ = crawl_seconds("11 baseline at the shipped settings", generated, workers, env, tmp_path)
 
     def restart(run):
         private_postgres.restart()
@@ -91,6 +91,6 @@ def test_10_postgresql_restarted_at_the_shipped_settings_costs_under_a_minute(
             assert time.monotonic() < deadline, "PostgreSQL did not come back"
             time.sleep(0.2)
 
-    faulted, _ = crawl_seconds("10 PostgreSQL restarted, shipped settings", generated, workers, env, tmp_path, restart)
+    faulted, _ = crawl_seconds("11 PostgreSQL restarted, shipped settings", generated, workers, env, tmp_path, restart)
     print(f"\nbaseline {baseline:.1f} s, with the restart {faulted:.1f} s")
     assert faulted - baseline < DELAY_BOUND, f"the restart cost {faulted - baseline:.0f} s (baseline {baseline:.0f} s)"
