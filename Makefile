@@ -63,11 +63,13 @@ faults: install-dev system-deps services
 
 # The benchmark: crawlhub distributed and embedded, then Scrapy, on the same site; prints the ratio table
 # (also var/bench/latest.md and .json). Uses the optional shared benchmark (a shared/bench folder beside the repository) when present.
-# Then the broad scenario: 100 polite hosts of 31 pages each, crawlhub beside the Scrapy broad peer (var/bench/broad.md).
+# Then the broad scenarios, crawlhub beside the Scrapy broad peer (var/bench/broad-*.md): 100 polite hosts of
+# 31 pages each, and 1,000 hosts of 10 pages, where the CPU, not politeness, is the limit.
 # About 10 min; run nothing else.
 bench: install-dev services
 	$(BIN)/python -m bench.compare $(ARGS)
 	$(BIN)/python -m bench.broad
+	$(BIN)/python -m bench.broad --hosts 1000 --pages 10
 
 lint: install-dev
 	$(BIN)/ruff check .

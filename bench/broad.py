@@ -6,7 +6,7 @@ crawled by crawlhub (embedded, distributed) and, in the same run, by the Scrapy 
 Every figure is read from the server's access log: wall time (first request to last), pages served,
 completeness, duplicate requests, and the smallest gap between two page requests to one host. The
 politeness floor is P requests a host, each slot D + 0.1 s apart (crawlhub's slot margin), all hosts
-at once. The table goes to stdout and var/bench/broad.md, the figures to var/bench/broad.json.
+at once. The table goes to stdout and var/bench/broad-HxP.md, the figures to var/bench/broad-HxP.json.
 """
 
 import argparse
@@ -186,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows["scrapy"] = peer | log_report(server.lines(), hosts=args.hosts, pages=args.pages)
     text = markdown(rows, hosts=args.hosts, pages=args.pages, delay=args.delay)
     print(text)
-    (out / "broad.md").write_text(text + "\n")
+    name = f"broad-{args.hosts}x{args.pages}"
+    (out / f"{name}.md").write_text(text + "\n")
     record = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(args), "rows": rows}
-    (out / "broad.json").write_text(json.dumps(record, indent=1) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 
