@@ -53,6 +53,8 @@ class FetchResponse:
     error_code: str = ""
     error_message: str = ""
     elapsed: float = 0.0
+    set_cookies: list[str] = field(default_factory=list)  # every Set-Cookie header (headers keeps one)
+    browser_cookies: list[dict] = field(default_factory=list)  # a render's: the cookies Chromium ended with
 
     @property
     def content_type(self) -> str:
@@ -133,6 +135,19 @@ class FetchRequest:
     latest_start: float = 0.0
 
 
+@dataclass
+class RenderRequest:
+    """What a rendered page's first request carries besides its URL (method, body, headers with the
+    validators), and the cookies Chromium is given for the render (Playwright's cookie dicts);
+    `session_cookies` are those of the project's session among them."""
+
+    method: str = "GET"
+    headers: dict = field(default_factory=dict)
+    body: bytes | None = None
+    cookies: list[dict] = field(default_factory=list)
+    session_cookies: list[dict] = field(default_factory=list)
+
+
 async def fetch(
     client: httpx.AsyncClient,
     url: str,
@@ -162,6 +177,7 @@ async def _stream_into(response, client, request, timeout, limits: FetchLimits) 
         check_egress_answer(client, r)
         response.status_code = r.status_code
         response.headers = {k.lower(): v for k, v in r.headers.items()}
+        response.set_cookies = r.headers.get_list("set-cookie")
         if "location" in response.headers:
             response.location = urljoin(url, response.headers["location"].strip())
         max_bytes, declared = limits.max_bytes, r.headers.get("content-length", "")
