@@ -9,6 +9,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import email.utils
+import http.cookiejar
 import os
 import ssl
 import threading
@@ -93,12 +94,19 @@ def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = 
         transport = AiohttpTransport(
             allow_private=allow_private, ssl_context=ssl_context, max_connections=max_connections, keepalive=KEEPALIVE
         )
-    client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
+    client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, cookies=no_cookies())
     client.through_egress = bool(proxy)
     return client
 
 
 KEEPALIVE = 5.0  # seconds an idle connection is kept
+
+
+def no_cookies() -> http.cookiejar.CookieJar:
+    """A cookie jar that keeps nothing. One client serves every project of a process: cookies it
+    kept would go to another project's requests. A project's own session is kept per project, in
+    the database (crawl/services/sessions.py), and sent as a header."""
+    return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
 def _egress_transport(allow_private: bool, proxy: str, ssl_context, max_connections: int) -> httpx.AsyncHTTPTransport:

@@ -26,6 +26,12 @@ from .credentials import secrets_go_to
 CookieKey = tuple[str, str, str]  # (domain, path, name), as http.cookiejar keys them
 
 
+def _browser_policy() -> http.cookiejar.DefaultCookiePolicy:
+    """Browsers' rules: a cookie set without Domain goes back to its own host only (the default
+    policy would also send it to subdomains)."""
+    return http.cookiejar.DefaultCookiePolicy(strict_ns_domain=http.cookiejar.DefaultCookiePolicy.DomainStrictNonDomain)
+
+
 class _Answer:
     """What CookieJar.extract_cookies reads of a response: its Set-Cookie headers."""
 
@@ -45,7 +51,7 @@ class Session:
 
     project: Project
     enabled: bool
-    jar: http.cookiejar.CookieJar = field(default_factory=http.cookiejar.CookieJar)
+    jar: http.cookiejar.CookieJar = field(default_factory=lambda: http.cookiejar.CookieJar(policy=_browser_policy()))
     loaded: dict[CookieKey, tuple] = field(default_factory=dict)
 
     def header_for(self, url: str) -> dict[str, str]:
