@@ -33,11 +33,11 @@ def test_a_page_that_later_answered_404_keeps_its_failure_through_reextraction()
         pages_requeue(Page.objects.filter(id=page.id), from_states=("done",))
         page = fetch_and_extract(page)
     assert (page.state, page.status_code, page.error_code) == ("failed", 404, "http_404")
-    assert not PageContent.objects.filter(page=page).exists()
     assert pages_reextract(project=project) == 0
     pages_extract(page_ids=[page.id])
     page.refresh_from_db()
     assert (page.state, page.status_code, page.error_code) == ("failed", 404, "http_404")
+    assert not PageContent.objects.filter(page=page).exists(), "the body of an earlier answer is dropped"
 
 
 def test_a_page_whose_extraction_failed_is_extracted_again():
