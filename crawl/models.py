@@ -127,7 +127,9 @@ class Project(models.Model):
         help_text="Crawl the sitemaps robots.txt names (they are always offered as inactive seeds).",
     )
     download_media = models.BooleanField(
-        default=True, help_text="Download images, video and audio referenced by pages."
+        default=True,
+        help_text="Download the media pages reference, and the downloads rule sets and spiders ask for. Off: "
+        "their URLs are listed on the page's item and nothing is downloaded.",
     )
     min_delay = models.FloatField(
         default=0.0, help_text="Seconds between two requests to the same host (robots.txt Crawl-delay may raise it)."
