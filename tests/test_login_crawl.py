@@ -1,11 +1,13 @@
 """A spider logs into a loopback site's form once, and the pages behind it are crawled with the
 session the site set, by separate fetch, render and extract workers, with rendering off and on
-(Chromium gets the session and keeps the cookie it receives)."""
+(Chromium gets the session and keeps the cookie it receives); the admin, in a browser, shows the
+session masked."""
 
 import shutil
 from urllib.parse import parse_qs
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from bench.check import canon_path
 from crawl.models import Page, SessionCookie
@@ -14,6 +16,8 @@ from scrape.models import Item
 from tests.conftest import run_manage
 from tests.login_spiders import PASSWORD, USER
 from tests.servers import Site, SiteServer
+from tests.test_admin_browser import PASSWORD as ADMIN_PASSWORD
+from tests.test_admin_browser import chromium_page, log_in
 
 pytestmark = [
     pytest.mark.integration,
@@ -60,7 +64,9 @@ def login_site() -> Site:
 
 
 @pytest.mark.parametrize("render", [False, True], ids=["plain", "rendered"])
-def test_a_spider_logs_in_once_and_the_pages_behind_the_login_are_crawled_with_the_session(render, workers, worker_env):
+def test_a_spider_logs_in_once_and_the_pages_behind_the_login_are_crawled_with_the_session(
+    render, workers, worker_env, live_server
+):
     env = worker_env | {"CRAWL_SPIDER_MODULES": "scrape.example_spiders,tests.login_spiders"}
     workers.env = env
     for stage in ("fetch", "extract", "download", "render"):
@@ -81,3 +87,11 @@ def test_a_spider_logs_in_once_and_the_pages_behind_the_login_are_crawled_with_t
     assert {canon_path(u) for u, s in states.items() if s != "done"} == set()
     kept = SessionCookie.objects.get(project__slug="members")
     assert (kept.name, kept.value, kept.expires_at is not None) == ("sid", SID, True)
+    project_id = kept.project_id
+    get_user_model().objects.create_superuser("operator", "operator@example.com", ADMIN_PASSWORD)
+    with chromium_page() as page:  # the admin, in a real browser: the session is there, masked
+        log_in(page, live_server.url)
+        page.goto(f"{live_server.url}/admin/crawl/project/{project_id}/change/")
+        shown = page.locator(".field-session").inner_text()
+        html = page.content()
+    assert "sid=***" in shown and SID not in html

@@ -53,6 +53,7 @@ class Session:
     enabled: bool
     jar: http.cookiejar.CookieJar = field(default_factory=lambda: http.cookiejar.CookieJar(policy=_browser_policy()))
     loaded: dict[CookieKey, tuple] = field(default_factory=dict)
+    touched: bool = False  # an answer brought cookies: session_save has something to compare
 
     def header_for(self, url: str) -> dict[str, str]:
         """The session cookies a request to `url` carries (name -> value), by the cookie rules."""
@@ -67,6 +68,7 @@ class Session:
         removes its stored one)."""
         if self.enabled and set_cookies and self._own(url):
             self.jar.extract_cookies(_Answer(set_cookies), urllib.request.Request(url))
+            self.touched = True
 
     def browser_cookies(self, url: str) -> list[dict]:
         """The session as Playwright's context.add_cookies takes it, for a render of `url`."""
@@ -81,6 +83,7 @@ class Session:
         (expired, deleted) are removed."""
         if not self.enabled or not self._own(url):
             return
+        self.touched = True
         domains, unchanged = project_scope(self.project).domains, {(c["name"], c["value"]) for c in configured}
         own = [c for c in received if host_in_domains(c.get("domain", "").lstrip("."), domains)]
         for cookie in own:
@@ -129,7 +132,12 @@ def session_load(project: Project) -> Session:
 @transaction.atomic
 def session_save(session: Session) -> int:
     """Write what the session learnt since it was loaded (upserts by cookie key: workers that learn
-    the same cookie at once both succeed). Returns the cookies written or removed."""
+    the same cookie at once both succeed), and drop the project's expired cookies. Returns the
+    cookies written or removed; nothing is written when no answer brought cookies."""
+    if not session.touched:
+        return 0
+    session.touched = False
+    SessionCookie.objects.filter(project=session.project, expires_at__lte=timezone.now()).delete()
     written, removed = session.changes()
     if written:
         SessionCookie.objects.bulk_create(
@@ -155,12 +163,6 @@ def session_save(session: Session) -> int:
 def session_forget(*, project: Project) -> int:
     """Log the project out: delete its session cookies. Returns the cookies deleted."""
     deleted, _ = SessionCookie.objects.filter(project=project).delete()
-    return deleted
-
-
-def sessions_purge_expired() -> int:
-    """Delete session cookies past their expiry (they are never sent). Returns rows deleted."""
-    deleted, _ = SessionCookie.objects.filter(expires_at__lte=timezone.now()).delete()
     return deleted
 
 
