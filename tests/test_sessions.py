@@ -88,6 +88,17 @@ def test_the_cookie_rules_decide_what_is_sent_and_an_expired_cookie_is_removed()
     assert "year" not in session_load(project).header_for(f"{OWN}/")
 
 
+def test_a_hostile_sites_cookies_are_kept_as_far_as_they_fit_or_left_out():
+    project = Project.objects.create(name="hostile", slug="hostile", allowed_domains="shop.test")
+    session = session_load(project)
+    long_name = "n" * 300
+    session.keep(f"{OWN}/", [f"{long_name}=1", "forever=1; Max-Age=1000000000000000", "nul=a\x00b", "fine=1"])
+    session_save(session)
+    kept = dict(SessionCookie.objects.values_list("name", "expires_at"))
+    assert set(kept) == {"forever", "fine"} and kept["forever"].year == 9999
+    assert session_load(project).header_for(f"{OWN}/") == {"forever": "1", "fine": "1"}
+
+
 def test_a_project_that_keeps_no_cookies_keeps_and_sends_none(servers):
     own, _ = servers
     project = Project.objects.create(name="n", slug="n", allow_private=True, obey_robots=False, keep_cookies=False)

@@ -24,6 +24,7 @@ from crawl.urls import host_in_domains
 from .credentials import secrets_go_to
 
 CookieKey = tuple[str, str, str]  # (domain, path, name), as http.cookiejar keys them
+LATEST = datetime(9999, 1, 1, tzinfo=UTC).timestamp()  # a later expiry (Max-Age=1e30) is kept as this
 
 
 def _browser_policy() -> http.cookiejar.DefaultCookiePolicy:
@@ -99,7 +100,7 @@ class Session:
         """The cookies to write (new or changed) and the keys to delete, since the session was loaded."""
         now, current = time.time(), {}
         for cookie in self.jar:
-            if not cookie.is_expired(now):
+            if not cookie.is_expired(now) and _storable(cookie):
                 current[(cookie.domain, cookie.path, cookie.name)] = _row_fields(cookie)
         written = [
             SessionCookie(project_id=self.project.id, domain=k[0], path=k[1], name=k[2], **fields)
@@ -166,13 +167,20 @@ def session_forget(*, project: Project) -> int:
     return deleted
 
 
+def _storable(cookie: http.cookiejar.Cookie) -> bool:
+    """What the table can hold: a hostile site's oversized names or NUL characters are not kept."""
+    fields = (cookie.name, cookie.value or "", cookie.domain, cookie.path)
+    fitting = len(cookie.name) <= 256 and len(cookie.domain) <= 255 and len(cookie.path) <= 1000
+    return fitting and not any("\x00" in value for value in fields)
+
+
 def _parsed(header: str) -> dict[str, str]:
     pairs = (part.strip().partition("=") for part in header.split(";") if part.strip())
     return {name: value for name, _, value in pairs if name and not name.startswith("$")}
 
 
 def _row_fields(cookie: http.cookiejar.Cookie) -> dict:
-    expires = datetime.fromtimestamp(cookie.expires, UTC) if cookie.expires is not None else None
+    expires = datetime.fromtimestamp(min(cookie.expires, LATEST), UTC) if cookie.expires is not None else None
     return {
         "value": cookie.value or "",
         "secure": bool(cookie.secure),
