@@ -28,7 +28,7 @@ PERMISSIONS = {
 }
 # Settings that reach into networks or run code: changing them needs NETWORK. Any field a later
 # migration adds with "network" in its name (allowed networks) is one too.
-_NETWORK_NAMES = ("allow_private", "proxy", "spider", "cookies", "request_headers")
+_NETWORK_NAMES = ("allow_private", "proxy", "spider", "cookies", "keep_cookies", "request_headers")
 NETWORK_FIELDS = tuple(f.name for f in Project._meta.concrete_fields if f.name in _NETWORK_NAMES or "network" in f.name)
 # Sink kinds that connect to any address (redis) or import and run a class (python).
 NETWORK_SINK_KINDS = ("redis", "python")

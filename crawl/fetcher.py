@@ -9,6 +9,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import email.utils
+import http.cookiejar
 import os
 import ssl
 import threading
@@ -53,6 +54,8 @@ class FetchResponse:
     error_code: str = ""
     error_message: str = ""
     elapsed: float = 0.0
+    set_cookies: list[str] = field(default_factory=list)  # every Set-Cookie header (headers keeps one)
+    browser_cookies: list[dict] = field(default_factory=list)  # a render's: the cookies Chromium ended with
 
     @property
     def content_type(self) -> str:
@@ -91,12 +94,19 @@ def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = 
         transport = AiohttpTransport(
             allow_private=allow_private, ssl_context=ssl_context, max_connections=max_connections, keepalive=KEEPALIVE
         )
-    client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
+    client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, cookies=no_cookies())
     client.through_egress = bool(proxy)
     return client
 
 
 KEEPALIVE = 5.0  # seconds an idle connection is kept
+
+
+def no_cookies() -> http.cookiejar.CookieJar:
+    """A cookie jar that keeps nothing. One client serves every project of a process: cookies it
+    kept would go to another project's requests. A project's own session is kept per project, in
+    the database (crawl/services/sessions.py), and sent as a header."""
+    return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
 def _egress_transport(allow_private: bool, proxy: str, ssl_context, max_connections: int) -> httpx.AsyncHTTPTransport:
@@ -133,6 +143,19 @@ class FetchRequest:
     latest_start: float = 0.0
 
 
+@dataclass
+class RenderRequest:
+    """What a rendered page's first request carries besides its URL (method, body, headers with the
+    validators), and the cookies Chromium is given for the render (Playwright's cookie dicts);
+    `session_cookies` are those of the project's session among them."""
+
+    method: str = "GET"
+    headers: dict = field(default_factory=dict)
+    body: bytes | None = None
+    cookies: list[dict] = field(default_factory=list)
+    session_cookies: list[dict] = field(default_factory=list)
+
+
 async def fetch(
     client: httpx.AsyncClient,
     url: str,
@@ -162,6 +185,7 @@ async def _stream_into(response, client, request, timeout, limits: FetchLimits) 
         check_egress_answer(client, r)
         response.status_code = r.status_code
         response.headers = {k.lower(): v for k, v in r.headers.items()}
+        response.set_cookies = r.headers.get_list("set-cookie")
         if "location" in response.headers:
             response.location = urljoin(url, response.headers["location"].strip())
         max_bytes, declared = limits.max_bytes, r.headers.get("content-length", "")

@@ -49,6 +49,12 @@ class Project(models.Model):
     max_pages = models.PositiveIntegerField(
         null=True, blank=True, help_text="Stop discovering new URLs once the project has this many. Empty: no limit."
     )
+    page_count = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="URLs the frontier holds, counted as they are added, for max_pages (empty: counted on next use).",
+    )
     max_pages_per_host = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -121,7 +127,9 @@ class Project(models.Model):
         help_text="Crawl the sitemaps robots.txt names (they are always offered as inactive seeds).",
     )
     download_media = models.BooleanField(
-        default=True, help_text="Download images, video and audio referenced by pages."
+        default=True,
+        help_text="Download the media pages reference, and the downloads rule sets and spiders ask for. Off: "
+        "their URLs are listed on the page's item and nothing is downloaded.",
     )
     min_delay = models.FloatField(
         default=0.0, help_text="Seconds between two requests to the same host (robots.txt Crawl-delay may raise it)."
@@ -139,7 +147,14 @@ class Project(models.Model):
         default=dict, blank=True, help_text='Extra request headers, e.g. {"Accept-Language": "en"}.'
     )
     cookies = models.JSONField(
-        default=dict, blank=True, help_text='Cookies sent with every request, e.g. {"session": "x"}.'
+        default=dict,
+        blank=True,
+        help_text='Cookies sent with every request to the project\'s own sites, e.g. {"session": "x"}.',
+    )
+    keep_cookies = models.BooleanField(
+        default=True,
+        help_text="Keep the cookies the project's own sites set (Set-Cookie, also in rendered pages) as its session "
+        "and send them back until they expire, from every worker: a spider that logs in stays logged in.",
     )
     proxy = models.CharField(
         max_length=300, blank=True, default="", help_text="HTTP(S) proxy URL for this project's requests. Empty: none."
@@ -188,6 +203,19 @@ class Project(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args, **kwargs) -> None:
+        """The frontier's counter is the discovery's to write: a save leaves it as it is (this object's
+        copy may be stale), except that a project without max_pages drops it (it is counted again
+        when the project gets a budget)."""
+        fields = kwargs.get("update_fields")
+        if self.max_pages is None:
+            self.page_count = None
+            if fields is not None and "max_pages" in fields:
+                kwargs["update_fields"] = [*fields, "page_count"]
+        elif not self._state.adding and fields is None:
+            kwargs["update_fields"] = [f.name for f in self._meta.concrete_fields if f.name not in ("id", "page_count")]
+        super().save(*args, **kwargs)
+
     def clean(self) -> None:
         from crawl.services.schedules import crontab_fields
 
@@ -198,6 +226,33 @@ class Project(models.Model):
                 crontab_fields(self.recrawl_crontab)
             except ValidationError as exc:
                 raise ValidationError({"recrawl_crontab": exc.messages}) from None
+
+
+class SessionCookie(models.Model):
+    """A cookie one of the project's sites set (Set-Cookie): the project's session, shared by every
+    worker, sent back by cookie rules (domain, path, secure, expiry) until it expires."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="session_cookies")
+    domain = models.CharField(
+        max_length=255, help_text='The host that set it, or ".example.com" for a domain and its subdomains.'
+    )
+    path = models.CharField(max_length=1000, default="/")
+    name = models.CharField(max_length=256)
+    value = models.TextField(blank=True, default="")
+    secure = models.BooleanField(default=False, help_text="Sent over https only.")
+    http_only = models.BooleanField(default=False)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it expires. Empty: a session cookie, kept until the session is cleared."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "domain", "path", "name"], name="uniq_session_cookie")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.domain}{self.path})"
 
 
 class Seed(models.Model):

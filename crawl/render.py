@@ -42,7 +42,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from .egress import EgressError, gate, upstream_of
-from .fetcher import BodyTooLarge, FetchResponse
+from .fetcher import BodyTooLarge, FetchResponse, RenderRequest
 from .netguard import BlockedAddress
 from .render_requests import BlockedScheme, RenderSession, TooManyRedirects, check_scheme, navigate, refuse_websocket
 
@@ -113,11 +113,23 @@ def _fill(response: FetchResponse, page: Page, main, session: RenderSession, max
         raise BodyTooLarge(f"rendered HTML is {len(body)} bytes, over the {max_bytes}-byte cap")
     response.body = body
     if main is not None:
-        response.status_code = main.status
+        response.status_code = 304 if session.not_modified else main.status
         response.headers = {k: v for k, v in main.headers.items() if k not in STALE_HEADERS}
     response.headers["content-type"] = "text/html; charset=utf-8"
     if urldefrag(page.url)[0] != urldefrag(session.start_url or response.url)[0]:
         response.location = page.url
+
+
+def _add_cookies(context: BrowserContext, cookies: list[dict]) -> None:
+    """The render's cookies; one Chromium refuses (a malformed domain, say) is left out, not fatal."""
+    if not cookies:
+        return
+    try:
+        context.add_cookies(cookies)
+    except PlaywrightError:
+        for cookie in cookies:
+            with suppress(PlaywrightError):
+                context.add_cookies([cookie])
 
 
 class Renderer:
@@ -157,6 +169,7 @@ class Renderer:
         max_bytes: int,
         wait_after_load_ms: int = 500,
         proxy: str = "",
+        request: RenderRequest | None = None,
     ) -> FetchResponse:
         """Load `url` in a fresh context, wait `wait_after_load_ms` after the load event and return
         the serialised DOM. Never raises: failures come back as error_code/error_message.
@@ -165,10 +178,14 @@ class Renderer:
         project's `proxy` (http://[user:password@]host:port) as its upstream. `timeout` bounds the
         navigation, redirects included; the watchdog bounds the whole render at timeout + wait +
         watchdog_grace (a browser start, the first time or after a crash, comes on top).
+
+        `request`: the page's method, body and headers (they go with its first request only: a
+        redirect is followed with a GET, as a browser does) and the cookies the context starts
+        with; the cookies the context ends with come back in `browser_cookies`.
         """
         started = time.monotonic()
         response = FetchResponse(url=url)
-        session = RenderSession(started + timeout)
+        session = RenderSession(started + timeout, request or RenderRequest())
         try:
             check_scheme(url)
             if proxy:
@@ -193,10 +210,12 @@ class Renderer:
         try:
             context.route("**/*", session.handle_request)
             context.route_web_socket("**/*", refuse_websocket)
+            _add_cookies(context, session.request.cookies)
             session.page = context.new_page()
             main = navigate(session.page, session, response.url)
             session.page.wait_for_timeout(wait_after_load_ms)
             _fill(response, session.page, main, session, max_bytes)
+            response.browser_cookies = context.cookies()
         finally:
             with suppress(PlaywrightError):
                 context.close()

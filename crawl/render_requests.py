@@ -9,6 +9,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, Route, WebSocketRoute
 
 from .egress import EGRESS_HEADER, EgressError
+from .fetcher import RenderRequest
 from .netguard import BlockedAddress
 
 log = logging.getLogger("crawlhub.render")
@@ -40,8 +41,11 @@ def check_scheme(url: str) -> None:
 class RenderSession:
     """One render's gate and what the route handler learnt about the main document."""
 
-    def __init__(self, deadline: float):
+    def __init__(self, deadline: float, request: RenderRequest | None = None):
         self.deadline = deadline
+        self.request = request or RenderRequest()  # the page's own method, body and headers: its first request's
+        self.first_sent = False
+        self.not_modified = False  # the first request was answered 304 (its validators matched)
         self.refusals: list[str] = []  # the gate's own list
         self.page: Page | None = None
         self.start_url = ""  # the first main-document URL as the browser spelt it
@@ -82,10 +86,12 @@ class RenderSession:
             return route.abort("blockedbyclient")
         is_main = self.page is not None and request.is_navigation_request() and request.frame == self.page.main_frame
         self.start_url = self.start_url or (url if is_main else "")
+        own = self._own_request(route) if is_main and not self.first_sent else {}
+        self.first_sent = self.first_sent or is_main
         for _ in range(MAX_REDIRECTS + 1):
             try:
                 check_scheme(url)
-                answer = route.fetch(url=url, max_redirects=0, timeout=self.remaining_ms() + FETCH_GRACE_MS)
+                answer = route.fetch(url=url, max_redirects=0, timeout=self.remaining_ms() + FETCH_GRACE_MS, **own)
                 self.raise_gate_answer(url, answer)
             except (BlockedScheme, BlockedAddress, EgressError) as exc:
                 self.main_error = exc if is_main else self.main_error
@@ -93,6 +99,9 @@ class RenderSession:
             except PlaywrightError as exc:
                 self.main_failure = str(exc).split("\n", 1)[0] if is_main else self.main_failure
                 return route.abort(abort_code(str(exc)))
+            if own and answer.status == 304:  # unchanged: Chromium shows an empty page, the crawl keeps its copy
+                self.not_modified = True
+                return route.fulfill(status=200, body="", headers={"content-type": "text/html"})
             location = answer.headers.get("location", "").strip()
             if answer.status not in REDIRECT_STATUSES or not location:
                 return route.fulfill(response=answer)  # never a redirect: the browser would follow it unrouted
@@ -102,6 +111,14 @@ class RenderSession:
                 return route.abort("aborted")
             url = target
         return route.abort("failed")  # too many redirects
+
+    def _own_request(self, route: Route) -> dict:
+        """route.fetch's overrides for the page's first request: its method, body and headers."""
+        request = self.request
+        if request.method == "GET" and request.body is None and not request.headers:
+            return {}
+        own = {"method": request.method, "headers": {**route.request.headers, **request.headers}}
+        return own | ({"post_data": request.body} if request.body is not None else {})
 
 
 def refuse_websocket(ws: WebSocketRoute) -> None:

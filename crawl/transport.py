@@ -7,7 +7,7 @@ connector (netguard.AiohttpGuard).
 
 aiohttp is asked to behave as httpcore did: it never decompresses (fetcher.iter_capped inflates in
 capped steps), never follows redirects (the crawler follows and checks each hop), ignores the
-environment's proxies and keeps no cookies of its own (httpx's client keeps them, as before). Its
+environment's proxies and keeps no cookies (nor does the httpx client: see fetcher.no_cookies). Its
 errors are raised as the httpx errors httpcore raises for the same failure, so
 fetcher.classify_error reports the same codes.
 """

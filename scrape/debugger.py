@@ -20,9 +20,10 @@ from crawl.frontier.discovery import (
 )
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from crawl.services.fetching import allows_private, build_request, fetch_limits, user_agent_of
+from crawl.services.fetching import allows_private, build_request, fetch_limits, render_request, user_agent_of
 from crawl.services.rendering import render_page
 from crawl.services.robots_cache import robots_policies
+from crawl.services.sessions import session_load
 from crawl.urls import InvalidURL, Scope, canonicalize, host_of, origin_of, url_key
 
 from .decide import PageResult, extract_page, extraction_fields
@@ -117,13 +118,15 @@ def _trial_page(project: Project, canonical: str) -> tuple[Page, str]:
 
 
 def _fetch(project: Project, page: Page) -> tuple[FetchResponse, dict]:
-    """The crawl's fetch of the page: rendered in headless Chromium for a render_js project (which,
-    as in the crawl, navigates with GET), else build_request through the guarded client."""
-    private, agent = allows_private(project), user_agent_of(project)
+    """The crawl's fetch of the page, with the project's session (read, never written here):
+    rendered in headless Chromium for a render_js project, else build_request through the guarded
+    client."""
+    private, agent, session = allows_private(project), user_agent_of(project), session_load(project)
     if project.render_js:
-        rendered = render_page(page.url, allow_private=private, user_agent=agent, proxy=project.proxy)
-        return rendered, {"method": "GET", "rendered": True}
-    request = build_request(project, page)
+        own = render_request(project, page, session)
+        rendered = render_page(page.url, allow_private=private, user_agent=agent, proxy=project.proxy, request=own)
+        return rendered, {"method": own.method, "body_bytes": len(own.body or b""), "rendered": True}
+    request = build_request(project, page, session=session)
     client = runner.client(allow_private=private, proxy=project.proxy)
     limits = fetch_limits()
     response = runner.run(

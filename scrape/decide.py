@@ -88,8 +88,24 @@ def extract_page(page: Page, body: bytes, headers: dict) -> PageResult:
     result = _extract(page, body, headers)
     if not result.failed:
         result.changes.setdefault("parsed", True)  # it may have been a response not parsed before
+    if not page.project.download_media:
+        _record_media(result)
     _cap(result)
     return result
+
+
+def _record_media(result: PageResult) -> None:
+    """With download_media off nothing is downloaded: the media a rule set's ID scraper or a spider's
+    Media() asked for are listed on the page's item (its `media` field; an item of kind "media"
+    when the page has none), as the media found in the HTML are."""
+    urls, result.media = [url for url, _ in result.media], []
+    if not urls:
+        return
+    item = next((i for i in result.items if i.kind == "page"), None)
+    if item is None:
+        result.items.append(ItemRow("media", 0, {"url": result.page.url, "media": urls}))
+        return
+    item.data["media"] = list(dict.fromkeys([*item.data.get("media", []), *urls]))
 
 
 def _cap(result: PageResult) -> None:
@@ -115,7 +131,7 @@ def _extract(page: Page, body: bytes, headers: dict) -> PageResult:
         return _redirect(page)
     if page.kind in ("sitemap", "feed"):
         return _listing(page, body)
-    if page.project.spider and page.request.get("route") and not looks_like_html(page.content_type, body):
+    if page.project.spider and not looks_like_html(page.content_type, body) and _spider_reads(page, body):
         return _routed(page, body, headers)
     if page.project.api_config and _looks_like_json(page.content_type, body):
         return _json_api(page, body)
@@ -125,6 +141,24 @@ def _extract(page: Page, body: bytes, headers: dict) -> PageResult:
         kind = page.content_type if page.content_type in HTML_TYPES else "a body that looks like HTML"
         return _failed(page, "not_html", f"{kind} with binary bytes (NUL in the first KiB): nothing to extract")
     return _html(page, body, headers)
+
+
+def _spider_reads(page: Page, body: bytes) -> bool:
+    """Whether the project's spider reads this answer that is not HTML: its request names a handler
+    (route=), or it is JSON or XML and one of the spider's @route patterns matches its URL."""
+    if page.request.get("route"):
+        return True
+    if not (_looks_like_json(page.content_type, body) or _looks_like_xml(page.content_type, body)):
+        return False
+    try:
+        _load_spiders()
+        return get_spider(page.project.spider).routes(page.url)
+    except SpiderError:
+        return True  # the spider is missing: _apply_spider fails the page with the reason
+
+
+def _looks_like_xml(content_type: str, body: bytes) -> bool:
+    return "xml" in content_type or body.lstrip()[:1] == b"<"
 
 
 def _not_parsed(page: Page) -> PageResult:
@@ -277,11 +311,8 @@ def _apply_spider(
     """The project's Python spider decides the links, each with its request (method, body, route,
     meta...); its failure is the page's error, not the worker's. The page was fetched with its row's
     request, which the handler sees as response.request. Also returns what the handler logged."""
-    global _SPIDERS_LOADED
-    if not _SPIDERS_LOADED:
-        load_spider_modules(settings.CRAWL_SPIDER_MODULES)
-        _SPIDERS_LOADED = True
     try:
+        _load_spiders()
         spider = get_spider(page.project.spider)
         request = Request.from_page_request(page.url, page.request, page.priority)
     except (SpiderError, RequestError) as exc:
@@ -298,6 +329,13 @@ def _apply_spider(
         for r in result.requests
     ]
     return links, None, result.log
+
+
+def _load_spiders() -> None:
+    global _SPIDERS_LOADED
+    if not _SPIDERS_LOADED:
+        load_spider_modules(settings.CRAWL_SPIDER_MODULES)
+        _SPIDERS_LOADED = True
 
 
 def extraction_fields(extraction: Extraction) -> dict:

@@ -210,6 +210,10 @@ class Spider:
                 return getattr(self, attr)
         return getattr(self, "default", None)
 
+    def routes(self, url: str) -> bool:
+        """Whether one of the spider's @route patterns matches `url` (its `default` aside)."""
+        return any(regex.search(url) for regex, _ in self._routes)
+
     def handler_named(self, name: str) -> Handler:
         """The handler a Request's `route` names: a public method of this spider."""
         handler = getattr(self, name, None)

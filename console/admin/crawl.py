@@ -25,9 +25,11 @@ from console.admin.project_forms import (
 from console.admin.sinks import SinkInline
 from console.exports import CONTENT_TYPES, FIELDS, export_response
 from console.models import Job
+from console.secrets import MASK
 from console.selectors import project_progress
 from crawl.models import Project
 from crawl.services.projects import seeds_add
+from crawl.services.sessions import session_forget
 
 MASKED = {name: f"masked_{name}" for name in SECRETS}  # a secret field -> its masked, read-only display
 
@@ -41,7 +43,7 @@ class ProjectAdmin(ProjectScopedAdmin):
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [SeedInline, RuleSetInline, SinkInline, OwnerInline]
-    readonly_fields = ("frontier", "robots_sitemaps", *MASKED.values())
+    readonly_fields = ("frontier", "robots_sitemaps", "session", *MASKED.values())
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "frontier")}),
         ("Seeds", {"fields": ("bulk_seeds", "robots_sitemaps")}),
@@ -63,7 +65,20 @@ class ProjectAdmin(ProjectScopedAdmin):
             "Politeness",
             {"fields": ("obey_robots", "min_delay", "max_per_host", "concurrency", "rate_limit", "rate_burst")},
         ),
-        ("Requests", {"fields": ("user_agent", "request_headers", "cookies", "proxy", "allow_private")}),
+        (
+            "Requests",
+            {
+                "fields": (
+                    "user_agent",
+                    "request_headers",
+                    "cookies",
+                    "keep_cookies",
+                    "session",
+                    "proxy",
+                    "allow_private",
+                )
+            },
+        ),
         ("Extraction", {"fields": ("spider", "api_config", "main_text", "render_js")}),
         (
             "Recrawl",
@@ -103,6 +118,7 @@ class ProjectAdmin(ProjectScopedAdmin):
         "recrawl_now",
         "retry_failed",
         "reextract",
+        "forget_session",
         "export_pages",
     )
 
@@ -193,6 +209,21 @@ class ProjectAdmin(ProjectScopedAdmin):
     def reextract(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_reextract, "re-extracting")
 
+    @admin.action(description="Forget the session: delete the cookies the sites set (log out)", permissions=["run"])
+    def forget_session(self, request, queryset):
+        count = sum(session_forget(project=project) for project in queryset)
+        self.message_user(request, f"{count} session cookies deleted.", messages.SUCCESS)
+
+    @admin.display(description="session cookies")
+    def session(self, obj):
+        """The cookies the project's sites set, their values masked."""
+        rows = list(obj.session_cookies.order_by("domain", "path", "name")) if obj.pk else []
+        if not rows:
+            return "none"
+        return format_html_join(
+            format_html("<br>"), "{}={} ({}{}, {})", ((c.name, MASK, c.domain, c.path, _until(c)) for c in rows)
+        )
+
     def _jobs(self, request, queryset, start, verb: str) -> None:
         for project in queryset:
             try:
@@ -260,3 +291,7 @@ class ProjectAdmin(ProjectScopedAdmin):
 
 def _export_url(project: Project, what: str, fmt: str) -> str:
     return reverse("admin:crawl_project_export", args=[project.id]) + f"?format={fmt}&what={what}"
+
+
+def _until(cookie) -> str:
+    return f"until {cookie.expires_at:%Y-%m-%d %H:%M} UTC" if cookie.expires_at else "until the session is forgotten"

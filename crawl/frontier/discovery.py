@@ -79,8 +79,9 @@ def pages_discover(*, project: Project, links: list[Link]) -> list[int]:
     existing = existing_keys(project, sorted(wanted))
     _revisit_known(project, {k: link for k, link in revisiting.items() if k in existing})
     new_keys = [k for k in sorted(wanted) if k not in existing]
-    kept = within_budget(project, [_new_page(project, wanted[k][0], k, wanted[k][1]) for k in new_keys])
+    kept = within_budget(project, [_new_page(project, wanted[k][0], k, wanted[k][1]) for k in new_keys], take=True)
     insert_new_ids(Page, kept, conflict_fields=("project", "url_key"))
+    pages_counted(project, sum(row.id is not None for row in kept))
     in_frontier = [k for k in packed if k not in wanted or k in existing] + [row.url_key for row in kept]
     learned = [packed[k] for k in in_frontier] + [r for k in in_frontier for r in raws[k]]
     transaction.on_commit(lambda: known_keys.add_all(learned))
@@ -196,14 +197,38 @@ def _as_linked(url: str, canonical: str) -> str:
     return linked if linked != canonical and len(linked) <= MAX_LINKED_URL else ""
 
 
-def within_budget(project: Project, rows: list[Page]) -> list[Page]:
-    """Trim to the project's page budget and each host's (a calendar or session-id trap stops there)."""
+def within_budget(project: Project, rows: list[Page], *, take: bool = False) -> list[Page]:
+    """Trim to the project's page budget and each host's (a calendar or session-id trap stops there).
+    `take`: the rows are about to be inserted, in this transaction, followed by pages_counted: the
+    project's row stays locked until the commit, so concurrent extractors share the budget instead
+    of each seeing the same room (a dry run, Try a URL's, locks nothing)."""
     if project.max_pages_per_host is not None and rows:
         rows = within_host_budgets(project, rows)
-    if project.max_pages is None:
+    if project.max_pages is None or not rows:
         return rows
-    room = project.max_pages - Page.objects.filter(project=project).count()
-    return rows[: max(0, room)]
+    return rows[: max(0, project.max_pages - project_page_count(project, lock=take))]
+
+
+def project_page_count(project: Project, *, lock: bool = False) -> int:
+    """The rows of the project's frontier, from its counter (Project.page_count), counted once when
+    the counter is not set yet. `lock`: the project's row stays locked until the commit."""
+    projects = Project.objects.filter(id=project.id)
+    lock = lock and transaction.get_connection().in_atomic_block  # autocommit: nothing to hold it
+    if lock:
+        projects = projects.select_for_update()
+    counted = projects.values_list("page_count", flat=True).first()
+    if counted is None:
+        counted = Page.objects.filter(project=project).count()
+        if lock:
+            projects.update(page_count=counted)
+    return counted
+
+
+def pages_counted(project: Project, added: int) -> None:
+    """Count the rows just added to the project's frontier (a counter not set yet stays unset: it
+    is counted when a budget first needs it)."""
+    if added and project.max_pages is not None:
+        Project.objects.filter(id=project.id, page_count__isnull=False).update(page_count=F("page_count") + added)
 
 
 HOST_COUNT_SECONDS = 60.0
@@ -249,6 +274,8 @@ def seeds_enqueue(project: Project) -> list[int]:
     not a crawlable URL gets a failed row with the reason, so the user sees it instead of losing it."""
     new_rows: list[Page] = []
     bad = []
+    if project.max_pages is not None:  # the counter's lock before any row's: the order discovery takes them
+        project_page_count(project, lock=True)
     for seed in project.seeds.filter(active=True):
         try:
             canonical = canonicalize(seed.url)
@@ -263,7 +290,10 @@ def seeds_enqueue(project: Project) -> list[int]:
         job_id = Project.objects.filter(id=project.id).values_list("job_id", flat=True).first()
         for row in bad:
             row.job_id = job_id
-        insert_new(Page, bad, conflict_fields=("project", "url_key"))
+        new_rows_failed = len(insert_new(Page, bad, conflict_fields=("project", "url_key")))
+    else:
+        new_rows_failed = 0
+    pages_counted(project, len(new_rows) + new_rows_failed)
     return _publish_new(project, new_rows)
 
 

@@ -18,7 +18,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from crawl.db import chunked
-from crawl.models import Page, Project
+from crawl.models import Page, PageContent, Project
 
 from . import stages
 from .leases import lease_claim, lease_finish, lease_holder
@@ -151,12 +151,23 @@ def pages_finish(*, token: uuid.UUID, stage: str, verdicts: list[tuple[Page, Ver
     for page, _ in verdicts:
         if page.suspect:  # it came back without killing its worker: claimed with others again
             changes[page.id]["suspect"] = False
+        if stage == stages.FETCH and changes[page.id].get("state") == FAILED:
+            changes[page.id] |= {"etag": "", "last_modified": ""}  # they named the stored body, now dropped
     written = lease_finish(Page, token=token, from_state=from_state, changes=changes)
     mine = [(p, changes[p.id]) for p, _ in verdicts if p.id in written]
+    if stage == stages.FETCH:
+        _drop_stale_bodies([p.id for p, c in mine if c.get("state") == FAILED])
     stages.after_commit(stages.publish_extract, [p.id for p, c in mine if c.get("state") == FETCHED])
     _publish_wakeups([(p, c) for p, c in mine if c.get("state") == QUEUED and c.get("enqueued_at")], now)
     failures_log([(p.url, c) for p, c in mine if c.get("state") == FAILED], stage=stage)
     return written
+
+
+def _drop_stale_bodies(page_ids: list[int]) -> None:
+    """A page whose latest fetch failed (it answered 404, say) no longer has the body stored from an
+    earlier answer: re-extraction must not turn it `done` with that body's items."""
+    if page_ids:
+        PageContent.objects.filter(page_id__in=page_ids).delete()
 
 
 def failures_log(rows: list[tuple[str, dict]], *, stage: str) -> None:
@@ -254,9 +265,11 @@ def pages_publish_owed(pages) -> int:
 
 def pages_extract_again(pages) -> int:
     """Hand finished pages with a stored response back to the extract stage (rules changed): no
-    refetch. Returns pages handed back."""
+    refetch. A page whose fetch failed (its stored body, if any, is an earlier answer's) keeps its
+    failure; one whose extraction failed is extracted again. Returns pages handed back."""
     now = timezone.now()
     stored = pages.filter(state__in=(DONE, FAILED), content__isnull=False)
+    stored = stored.exclude(state=FAILED, status_code__gte=400)  # failed at the fetch before bodies were dropped
     ids = list(stored.values_list("id", flat=True))
     for chunk in chunked(ids, CHUNK):
         Page.objects.filter(id__in=chunk, state__in=(DONE, FAILED)).update(

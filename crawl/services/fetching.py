@@ -20,6 +20,7 @@ from crawl.fetcher import (
     FetchLimits,
     FetchRequest,
     FetchResponse,
+    RenderRequest,
     fetch_many,
     is_transient,
     retry_after_seconds,
@@ -55,6 +56,7 @@ from .politeness import (
 from .projects import sitemaps_offer
 from .rendering import render_page
 from .robots_cache import robots_policies
+from .sessions import Session, request_cookies, session_load, session_save
 
 log = logging.getLogger("crawlhub.fetch")
 IDLE_RETRY_SECONDS = 0.2
@@ -154,6 +156,7 @@ class FetchPart:
     pages: list[Page] = field(default_factory=list)
     requests: list[FetchRequest] = field(default_factory=list)
     in_flight: int = 1
+    session: Session | None = None  # the project's session cookies, sent with the requests and kept from the answers
 
 
 @dataclass
@@ -184,7 +187,8 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
                 verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
             else:
                 verdicts.append((page, failure(code, text, {"fetched_by": worker})))
-        parts, blocked = _parts(project, allowed, grants, learned)
+        session = session_load(project) if allowed else None
+        parts, blocked = _parts(project, allowed, grants, learned, session)
         fetch_round.parts += parts
         verdicts += blocked
     for job, job_verdicts in _by_job(verdicts).items():
@@ -205,7 +209,7 @@ def round_start(fetch_round: FetchRound, render: bool) -> list[tuple[FetchPart, 
     for part in fetch_round.parts:
         if render:
             future = concurrent.futures.Future()
-            future.set_result(_render_all(part.requests, part.project))
+            future.set_result(_render_all(part))
         else:
             client = runner.client(allow_private=allows_private(part.project), proxy=part.project.proxy)
             future = runner.submit(
@@ -229,6 +233,7 @@ def round_finish(fetch_round: FetchRound, part: FetchPart, future: concurrent.fu
     finally:
         hosts_release(fetch_round.token, hosts=[part.host])
     verdicts, backoffs = [], _record_backoffs(responses)
+    _keep_session(part, responses)
     _note_reachability(part.pages, responses)
     for page, response in zip(part.pages, responses, strict=True):
         if response.error_code == SLOT_MISSED:
@@ -279,14 +284,40 @@ def wake_for_next(render: bool, *, claimed: bool) -> None:
     pages_wake_when_due(render=render, early=GRANT_AHEAD_SECONDS, least=0.0 if claimed else IDLE_RETRY_SECONDS)
 
 
-def _render_all(requests: list[FetchRequest], project: Project) -> list[FetchResponse]:
-    """One page at a time in this process's headless Chromium, each at its politeness slot."""
+def _render_all(part: FetchPart) -> list[FetchResponse]:
+    """One page at a time in this process's headless Chromium, each at its politeness slot, with
+    what its request carries (method, body, headers, cookies, validators) and the session."""
+    project = part.project
     agent, private = user_agent_of(project), allows_private(project)
     responses = []
-    for request in requests:
+    for page, request in zip(part.pages, part.requests, strict=True):
         time.sleep(max(0.0, request.start_at - time.time()))
-        responses.append(render_page(request.url, allow_private=private, user_agent=agent, proxy=project.proxy))
+        rendered = render_request(project, page, part.session)
+        response = render_page(
+            request.url, allow_private=private, user_agent=agent, proxy=project.proxy, request=rendered
+        )
+        if part.session is not None:
+            configured = [c for c in rendered.cookies if c not in rendered.session_cookies]
+            part.session.keep_browser(page.url, rendered.session_cookies, response.browser_cookies, configured)
+        responses.append(response)
     return responses
+
+
+def render_request(project: Project, page: Page, session: Session | None = None) -> RenderRequest:
+    """What build_request sends, for Chromium: the cookies (the project's, the session's and the
+    row's own) go into the browser, whose cookie rules send them; the rest goes with the page's
+    first request."""
+    fetch_request = build_request(project, page)
+    headers = {k: v for k, v in fetch_request.headers.items() if k.lower() not in ("cookie", "user-agent")}
+    own_cookies = project_secrets_for(project, page.url)[1] | page.request.get("cookies", {})
+    session_cookies = session.browser_cookies(page.url) if session is not None else []
+    return RenderRequest(
+        method=fetch_request.method,
+        headers=headers,
+        body=fetch_request.body,
+        cookies=session_cookies + request_cookies(page.url, own_cookies),
+        session_cookies=session_cookies,
+    )
 
 
 def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], list, set[str], dict]:
@@ -319,7 +350,9 @@ def _offer_sitemaps(project: Project, policies: dict) -> None:
         sitemaps_offer(project=project, urls=urls)
 
 
-def _parts(project: Project, pages: list[Page], grants: dict, learned: dict) -> tuple[list[FetchPart], list]:
+def _parts(
+    project: Project, pages: list[Page], grants: dict, learned: dict, session: Session | None
+) -> tuple[list[FetchPart], list]:
     """The pages sent now, per host, with their requests (each at its slot), and the verdicts of
     pages whose host is blocked. A host's first request, granted before its Crawl-delay was known
     (`learned`), must start before the slot the delay was counted from."""
@@ -330,8 +363,10 @@ def _parts(project: Project, pages: list[Page], grants: dict, learned: dict) -> 
         if grant.refused:
             blocked.append((page, failure("host_blocked", grant.refused)))
             continue
-        part = parts.setdefault(page.host, FetchPart(project=project, host=page.host, in_flight=grant.in_flight))
-        request = build_request(project, page, start_at=grant.slot(len(part.pages)))
+        part = parts.setdefault(
+            page.host, FetchPart(project=project, host=page.host, in_flight=grant.in_flight, session=session)
+        )
+        request = build_request(project, page, start_at=grant.slot(len(part.pages)), session=session)
         if grant.spacing:
             request.latest_start = request.start_at + LATE_SECONDS
         elif page.host in learned:
@@ -341,12 +376,16 @@ def _parts(project: Project, pages: list[Page], grants: dict, learned: dict) -> 
     return list(parts.values()), blocked
 
 
-def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> FetchRequest:
-    """Project headers and cookies, the row's own request (a seed's or a spider's method, body,
-    headers and cookies: its cookies join the project's), and conditional-GET validators."""
+def build_request(
+    project: Project, page: Page, *, start_at: float = 0.0, session: Session | None = None
+) -> FetchRequest:
+    """Project headers and cookies, the session's cookies for this URL, the row's own request (a
+    seed's or a spider's method, body, headers and cookies: its cookies join the others), and
+    conditional-GET validators."""
     own_headers, own_cookies = project_secrets_for(project, page.url)  # only to the project's own sites
     headers = {"User-Agent": user_agent_of(project), **own_headers}
-    cookies = own_cookies | page.request.get("cookies", {})
+    session_cookies = session.header_for(page.url) if session is not None else {}
+    cookies = own_cookies | session_cookies | page.request.get("cookies", {})
     if cookies:
         headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
     headers |= page.request.get("headers", {})
@@ -365,6 +404,15 @@ def build_request(project: Project, page: Page, *, start_at: float = 0.0) -> Fet
 
 
 UNREACHABLE = ("connect_error", "connect_timeout", "dns_error")
+
+
+def _keep_session(part: FetchPart, responses: list[FetchResponse]) -> None:
+    """The cookies the part's answers set join the project's session, for every worker's next requests."""
+    if part.session is None:
+        return
+    for page, response in zip(part.pages, responses, strict=True):
+        part.session.keep(page.url, response.set_cookies)
+    session_save(part.session)
 
 
 def _note_reachability(pages: list[Page], responses: list[FetchResponse]) -> None:

@@ -13,14 +13,17 @@ from concurrent.futures import Future
 
 from django.conf import settings
 
-from crawl.fetcher import FetchResponse
+from crawl.fetcher import FetchResponse, RenderRequest
 
 _THREAD: tuple[int, queue.Queue] | None = None
 
 
-def render_page(url: str, *, allow_private: bool, user_agent: str, proxy: str) -> FetchResponse:
+def render_page(
+    url: str, *, allow_private: bool, user_agent: str, proxy: str, request: RenderRequest | None = None
+) -> FetchResponse:
     """Render one page in this process's browser thread (started on first use, after fork too); every
-    request of the page goes out through an egress gate, `proxy` (the project's, or "") its upstream."""
+    request of the page goes out through an egress gate, `proxy` (the project's, or "") its upstream.
+    `request`: the page's method, body, headers and cookies (a plain GET without)."""
     future: Future = Future()
     _jobs().put(
         (
@@ -32,6 +35,7 @@ def render_page(url: str, *, allow_private: bool, user_agent: str, proxy: str) -
                 "proxy": proxy,
                 "timeout": settings.CRAWL_RENDER_TIMEOUT,
                 "max_bytes": settings.CRAWL_MAX_BODY_BYTES,
+                "request": request,
             },
         )
     )

@@ -1,0 +1,256 @@
+"""A project's session: the cookies its own sites set (Set-Cookie), kept in the database so every
+worker sends them, and sent back by the cookie rules of the standard library's http.cookiejar
+(domain, path, secure, expiry) until they expire. A spider that logs in (POSTs a form) stays logged
+in. Like the project's own cookies (credentials.py), a session cookie is kept from, and sent to,
+the project's own sites only. Rendered pages give Chromium the session and keep what it receives.
+"""
+
+import contextlib
+import email.message
+import http.cookiejar
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+from django.db import transaction
+from django.utils import timezone
+
+from crawl.frontier.discovery import project_scope
+from crawl.models import Project, SessionCookie
+from crawl.urls import host_in_domains
+
+from .credentials import secrets_go_to
+
+CookieKey = tuple[str, str, str]  # (domain, path, name), as http.cookiejar keys them
+LATEST = datetime(9999, 1, 1, tzinfo=UTC).timestamp()  # a later expiry (Max-Age=1e30) is kept as this
+
+
+def _browser_policy() -> http.cookiejar.DefaultCookiePolicy:
+    """Browsers' rules: a cookie set without Domain goes back to its own host only (the default
+    policy would also send it to subdomains)."""
+    return http.cookiejar.DefaultCookiePolicy(strict_ns_domain=http.cookiejar.DefaultCookiePolicy.DomainStrictNonDomain)
+
+
+class _Answer:
+    """What CookieJar.extract_cookies reads of a response: its Set-Cookie headers."""
+
+    def __init__(self, set_cookies: list[str]):
+        self._headers = email.message.Message()
+        for value in set_cookies:
+            self._headers["Set-Cookie"] = value
+
+    def info(self) -> email.message.Message:
+        return self._headers
+
+
+@dataclass
+class Session:
+    """A project's session cookies, loaded once for a round of requests; `changes` are written back
+    by session_save. An empty Session (keep_cookies off) sends and keeps nothing."""
+
+    project: Project
+    enabled: bool
+    jar: http.cookiejar.CookieJar = field(default_factory=lambda: http.cookiejar.CookieJar(policy=_browser_policy()))
+    loaded: dict[CookieKey, tuple] = field(default_factory=dict)
+    touched: bool = False  # an answer brought cookies: session_save has something to compare
+
+    def header_for(self, url: str) -> dict[str, str]:
+        """The session cookies a request to `url` carries (name -> value), by the cookie rules."""
+        if not self.enabled or not len(self.jar) or not self._own(url):
+            return {}
+        request = urllib.request.Request(url)
+        self.jar.add_cookie_header(request)
+        return _parsed(request.get_header("Cookie") or "")
+
+    def keep(self, url: str, set_cookies: list[str]) -> None:
+        """Take the Set-Cookie headers of the answer to a request to `url` (a cookie that expired
+        removes its stored one)."""
+        if self.enabled and set_cookies and self._own(url):
+            self.jar.extract_cookies(_Answer(set_cookies), urllib.request.Request(url))
+            self.touched = True
+
+    def browser_cookies(self, url: str) -> list[dict]:
+        """The session as Playwright's context.add_cookies takes it, for a render of `url`."""
+        if not self.enabled or not self._own(url):
+            return []
+        return [_to_browser(cookie) for cookie in self.jar if not cookie.is_expired()]
+
+    def keep_browser(self, url: str, given: list[dict], received: list[dict], configured: list[dict]) -> None:
+        """The cookies Chromium ended a render of `url` with: new and changed ones of the project's
+        own sites are kept (the `configured` ones it was given, the project's and the request's own,
+        only when a site changed them), and the session cookies it was `given` but no longer has
+        (expired, deleted) are removed."""
+        if not self.enabled or not self._own(url):
+            return
+        self.touched = True
+        domains, unchanged = project_scope(self.project).domains, {(c["name"], c["value"]) for c in configured}
+        own = [c for c in received if host_in_domains(c.get("domain", "").lstrip("."), domains)]
+        for cookie in own:
+            if (cookie["name"], cookie.get("value", "")) not in unchanged:
+                self.jar.set_cookie(_from_browser(cookie))
+        still = {(_jar_domain(c), c.get("path") or "/", c["name"]) for c in own}
+        for cookie in given:
+            key = (_jar_domain(cookie), cookie.get("path", "/"), cookie["name"])
+            if key not in still:
+                self._clear(*key)
+
+    def changes(self) -> tuple[list[SessionCookie], list[CookieKey]]:
+        """The cookies to write (new or changed) and the keys to delete, since the session was loaded."""
+        now, current = time.time(), {}
+        for cookie in self.jar:
+            if not cookie.is_expired(now) and _storable(cookie):
+                current[(cookie.domain, cookie.path, cookie.name)] = _row_fields(cookie)
+        written = [
+            SessionCookie(project_id=self.project.id, domain=k[0], path=k[1], name=k[2], **fields)
+            for k, fields in current.items()
+            if self.loaded.get(k) != tuple(fields.values())
+        ]
+        return written, [k for k in self.loaded if k not in current]
+
+    def _own(self, url: str) -> bool:
+        return secrets_go_to(url, project_scope(self.project).domains)
+
+    def _clear(self, domain: str, path: str, name: str) -> None:
+        with contextlib.suppress(KeyError):
+            self.jar.clear(domain, path, name)
+
+
+def session_load(project: Project) -> Session:
+    """The project's unexpired session cookies (none when it does not keep cookies)."""
+    session = Session(project=project, enabled=project.keep_cookies and project.pk is not None)
+    if not session.enabled:
+        return session
+    rows = SessionCookie.objects.filter(project=project).exclude(expires_at__lte=timezone.now())
+    for row in rows:
+        cookie = _to_cookie(row)
+        session.jar.set_cookie(cookie)
+        session.loaded[(row.domain, row.path, row.name)] = tuple(_row_fields(cookie).values())
+    return session
+
+
+@transaction.atomic
+def session_save(session: Session) -> int:
+    """Write what the session learnt since it was loaded (upserts by cookie key: workers that learn
+    the same cookie at once both succeed), and drop the project's expired cookies. Returns the
+    cookies written or removed; nothing is written when no answer brought cookies."""
+    if not session.touched:
+        return 0
+    session.touched = False
+    SessionCookie.objects.filter(project=session.project, expires_at__lte=timezone.now()).delete()
+    written, removed = session.changes()
+    if written:
+        SessionCookie.objects.bulk_create(
+            written,
+            update_conflicts=True,
+            unique_fields=["project", "domain", "path", "name"],
+            update_fields=["value", "secure", "http_only", "expires_at", "updated_at"],
+        )
+    for domain, path, name in removed:
+        SessionCookie.objects.filter(project=session.project, domain=domain, path=path, name=name).delete()
+    for cookie in written:
+        session.loaded[(cookie.domain, cookie.path, cookie.name)] = (
+            cookie.value,
+            cookie.secure,
+            cookie.http_only,
+            cookie.expires_at,
+        )
+    for key in removed:
+        session.loaded.pop(key, None)
+    return len(written) + len(removed)
+
+
+def session_forget(*, project: Project) -> int:
+    """Log the project out: delete its session cookies. Returns the cookies deleted."""
+    deleted, _ = SessionCookie.objects.filter(project=project).delete()
+    return deleted
+
+
+def _storable(cookie: http.cookiejar.Cookie) -> bool:
+    """What the table can hold: a hostile site's oversized names or NUL characters are not kept."""
+    fields = (cookie.name, cookie.value or "", cookie.domain, cookie.path)
+    fitting = len(cookie.name) <= 256 and len(cookie.domain) <= 255 and len(cookie.path) <= 1000
+    return fitting and not any("\x00" in value for value in fields)
+
+
+def _parsed(header: str) -> dict[str, str]:
+    pairs = (part.strip().partition("=") for part in header.split(";") if part.strip())
+    return {name: value for name, _, value in pairs if name and not name.startswith("$")}
+
+
+def _row_fields(cookie: http.cookiejar.Cookie) -> dict:
+    expires = datetime.fromtimestamp(min(cookie.expires, LATEST), UTC) if cookie.expires is not None else None
+    return {
+        "value": cookie.value or "",
+        "secure": bool(cookie.secure),
+        "http_only": cookie.has_nonstandard_attr("HttpOnly"),
+        "expires_at": expires,
+    }
+
+
+def _cookie(name, value, domain, path, *, secure, http_only, expires) -> http.cookiejar.Cookie:
+    dotted = domain.startswith(".")
+    return http.cookiejar.Cookie(
+        version=0,
+        name=name,
+        value=value,
+        port=None,
+        port_specified=False,
+        domain=domain,
+        domain_specified=dotted,
+        domain_initial_dot=dotted,
+        path=path,
+        path_specified=True,
+        secure=secure,
+        expires=expires,
+        discard=expires is None,
+        comment=None,
+        comment_url=None,
+        rest={"HttpOnly": None} if http_only else {},
+    )
+
+
+def _to_cookie(row: SessionCookie) -> http.cookiejar.Cookie:
+    expires = int(row.expires_at.timestamp()) if row.expires_at else None
+    return _cookie(
+        row.name, row.value, row.domain, row.path, secure=row.secure, http_only=row.http_only, expires=expires
+    )
+
+
+def _jar_domain(browser_cookie: dict) -> str:
+    """A browser cookie's domain as http.cookiejar spells it: a host without a dot gets ".local"."""
+    domain = browser_cookie.get("domain", "")
+    return domain if "." in domain else f"{domain}.local"
+
+
+def _to_browser(cookie: http.cookiejar.Cookie) -> dict:
+    domain = cookie.domain[: -len(".local")] if cookie.domain.endswith(".local") else cookie.domain
+    return {
+        "name": cookie.name,
+        "value": cookie.value or "",
+        "domain": domain,
+        "path": cookie.path,
+        "expires": float(cookie.expires) if cookie.expires is not None else -1,
+        "httpOnly": cookie.has_nonstandard_attr("HttpOnly"),
+        "secure": bool(cookie.secure),
+    }
+
+
+def _from_browser(cookie: dict) -> http.cookiejar.Cookie:
+    expires = cookie.get("expires", -1)
+    return _cookie(
+        cookie["name"],
+        cookie.get("value", ""),
+        _jar_domain(cookie),
+        cookie.get("path") or "/",
+        secure=bool(cookie.get("secure")),
+        http_only=bool(cookie.get("httpOnly")),
+        expires=int(expires) if expires and expires > 0 else None,
+    )
+
+
+def request_cookies(url: str, cookies: dict[str, str]) -> list[dict]:
+    """Plain name -> value cookies (the project's, a request's own) as host-only browser cookies of `url`."""
+    parts = urlsplit(url)
+    return [{"name": n, "value": v, "domain": parts.hostname or "", "path": "/"} for n, v in cookies.items()]

@@ -1,0 +1,120 @@
+"""A session per project: the cookies its own sites set (Set-Cookie) are kept in the database and
+sent with its later requests, from any worker, by the cookie rules (domain, path, expiry), to its
+own sites only; shown masked in the admin; forgotten on request."""
+
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from crawl.models import Page, Project, SessionCookie
+from crawl.netguard import allow_networks
+from crawl.services.fetching import pages_fetch
+from crawl.services.projects import seeds_add
+from crawl.services.sessions import session_load, session_save
+from tests.servers import Site, SiteServer
+
+pytestmark = pytest.mark.django_db
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+OWN, ELSEWHERE = "http://shop.test", "http://tracker.test"
+
+
+def cookie_of(request) -> str:
+    return next((v for k, v in request.headers.items() if k.lower() == "cookie"), "")
+
+
+@pytest.fixture
+def servers():
+    allow_networks(["127.0.0.2/32", "127.0.0.3/32"])
+    try:
+        own_site = Site(default=(200, HTML, b"<html><body>ok</body></html>"))
+        own_site.files["/login"] = (200, {**HTML, "Set-Cookie": "sid=s3cret-session; Path=/; HttpOnly"}, b"in")
+        other_site = Site(default=(200, {**HTML, "Set-Cookie": "track=other-site; Path=/"}, b"x"))
+        with SiteServer(own_site, host="127.0.0.3") as own, SiteServer(other_site, host="127.0.0.2") as other:
+            yield own, other
+    finally:
+        allow_networks(settings.CRAWL_ALLOWED_NETWORKS)
+
+
+def fetch_queued(project: Project) -> None:
+    pages_fetch(page_ids=list(Page.objects.filter(project=project, state="queued").values_list("id", flat=True)))
+
+
+def test_a_cookie_a_site_sets_goes_with_the_projects_later_requests_to_that_site_only(servers):
+    own, other = servers
+    project = Project.objects.create(
+        name="s", slug="s", allow_private=True, obey_robots=False, allowed_domains="127.0.0.3"
+    )
+    seeds_add(project=project, urls=[f"{own.url}/login", f"{other.url}/elsewhere"])
+    fetch_queued(project)
+    assert list(SessionCookie.objects.values_list("domain", "name", "value", "http_only")) == [
+        ("127.0.0.3", "sid", "s3cret-session", True)
+    ]
+    seeds_add(project=project, urls=[f"{own.url}/account", f"{other.url}/later"])
+    fetch_queued(project)  # a fresh round loads the session from the database, as another worker would
+    sent = {r.path: cookie_of(r) for r in own.requests + other.requests}
+    assert sent["/account"] == "sid=s3cret-session"
+    assert sent["/later"] == "" and sent["/elsewhere"] == ""
+
+
+def test_the_cookie_rules_decide_what_is_sent_and_an_expired_cookie_is_removed():
+    project = Project.objects.create(name="rules", slug="rules", allowed_domains="shop.test")
+    session = session_load(project)
+    session.keep(
+        f"{OWN}/members/login",
+        [
+            "member=1; Path=/members",
+            "wide=1; Domain=shop.test; Path=/",
+            "secure=1; Secure; Path=/",
+            "old=1; Path=/",
+            "year=1; Path=/; Max-Age=31536000",
+        ],
+    )
+    session.keep(f"{ELSEWHERE}/", ["foreign=1; Path=/"])  # not one of the project's sites: never kept
+    session_save(session)
+    fresh = session_load(project)
+    assert fresh.header_for(f"{OWN}/members/a") == {"member": "1", "wide": "1", "old": "1", "year": "1"}
+    assert fresh.header_for(f"{OWN}/about") == {"wide": "1", "old": "1", "year": "1"}
+    assert fresh.header_for("http://www.shop.test/") == {"wide": "1"}
+    assert fresh.header_for("https://shop.test/")["secure"] == "1"
+    assert fresh.header_for(f"{ELSEWHERE}/") == {}
+    fresh.keep(f"{OWN}/logout", ["old=; Path=/; Max-Age=0"])
+    session_save(fresh)
+    assert set(SessionCookie.objects.values_list("name", flat=True)) == {"member", "wide", "secure", "year"}
+    year = SessionCookie.objects.get(name="year").expires_at
+    assert timezone.now() + timedelta(days=364) < year < timezone.now() + timedelta(days=366)
+    SessionCookie.objects.filter(name="year").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert "year" not in session_load(project).header_for(f"{OWN}/")
+
+
+def test_a_hostile_sites_cookies_are_kept_as_far_as_they_fit_or_left_out():
+    project = Project.objects.create(name="hostile", slug="hostile", allowed_domains="shop.test")
+    session = session_load(project)
+    long_name = "n" * 300
+    session.keep(f"{OWN}/", [f"{long_name}=1", "forever=1; Max-Age=1000000000000000", "nul=a\x00b", "fine=1"])
+    session_save(session)
+    kept = dict(SessionCookie.objects.values_list("name", "expires_at"))
+    assert set(kept) == {"forever", "fine"} and kept["forever"].year == 9999
+    assert session_load(project).header_for(f"{OWN}/") == {"forever": "1", "fine": "1"}
+
+
+def test_a_project_that_keeps_no_cookies_keeps_and_sends_none(servers):
+    own, _ = servers
+    project = Project.objects.create(name="n", slug="n", allow_private=True, obey_robots=False, keep_cookies=False)
+    seeds_add(project=project, urls=[f"{own.url}/login"])
+    fetch_queued(project)
+    assert not SessionCookie.objects.exists()
+
+
+def test_the_admin_shows_the_session_masked_and_forgets_it(admin_client):
+    project = Project.objects.create(name="a", slug="a", allowed_domains="shop.test")
+    session = session_load(project)
+    session.keep(f"{OWN}/login", ["sid=s3cret-session; Path=/"])
+    session_save(session)
+    page = admin_client.get(f"/admin/crawl/project/{project.id}/change/").content.decode()
+    assert "sid=***" in page and "s3cret-session" not in page
+    admin_client.post(
+        "/admin/crawl/project/", {"action": "forget_session", "_selected_action": [str(project.id)]}, follow=True
+    )
+    assert not SessionCookie.objects.exists()
