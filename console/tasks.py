@@ -1,5 +1,5 @@
-"""The console's one periodic task: jobs start when their first row is claimed and end when their
-project owes no more work."""
+"""The console's periodic tasks: jobs start when their first row is claimed and end when their
+project owes no more work; monitors check every project and announce their alerts."""
 
 from celery import shared_task
 
@@ -9,3 +9,10 @@ from console.jobs import jobs_tick
 @shared_task(name="console.jobs_tick", soft_time_limit=50, time_limit=60)
 def jobs_tick_task() -> dict:
     return jobs_tick()
+
+
+@shared_task(name="console.monitors_tick", soft_time_limit=100, time_limit=120)
+def monitors_tick_task() -> dict:
+    from console.monitors import monitors_tick
+
+    return monitors_tick()

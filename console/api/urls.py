@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
+from .health import AlertViewSet, MonitorViewSet
 from .jobs import JobViewSet
 from .projects import ProjectViewSet, SeedViewSet
 from .results import AssetViewSet, FailureViewSet, ItemViewSet, PageViewSet
@@ -14,6 +15,8 @@ router.register("projects", ProjectViewSet, basename="project")
 router.register("seeds", SeedViewSet, basename="seed")
 router.register("jobs", JobViewSet, basename="job")
 router.register("sinks", SinkViewSet, basename="sink")
+router.register("monitors", MonitorViewSet, basename="monitor")
+router.register("alerts", AlertViewSet, basename="alert")
 router.register("pages", PageViewSet, basename="page")
 router.register("failures", FailureViewSet, basename="failure")
 router.register("items", ItemViewSet, basename="item")
