@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.dispatch import receiver
 from django.utils import timezone
 
@@ -134,3 +134,51 @@ def counters_prune(*, now: datetime | None = None, batch: int = 5000) -> int:
     cutoff = (now or timezone.now()) - timedelta(days=settings.CONSOLE_HEALTH_KEEP_DAYS)
     ids = list(HealthCounter.objects.filter(bucket__lt=cutoff).values_list("id", flat=True)[:batch])
     return HealthCounter.objects.filter(id__in=ids).delete()[0] if ids else 0
+
+
+CHART_STEPS = 48
+
+
+def health_chart(project_id: int, *, hours: float = 24.0, now: datetime | None = None) -> str:
+    """The project's health chart (console/health_chart.py) over the last `hours`, starting at its
+    first counter when that is later (a young project fills the picture)."""
+    from console.health_chart import Band, chart_svg
+
+    now = now or timezone.now()
+    since = now - timedelta(hours=hours)
+    first = HealthCounter.objects.filter(project_id=project_id, bucket__gte=bucket_of(since)).order_by("bucket")
+    start = min(getattr(first.first(), "bucket", now), now - timedelta(minutes=1))
+    alerts = Alert.objects.filter(project_id=project_id).filter(Q(resolved_at=None) | Q(resolved_at__gte=start))
+    bands = [
+        Band(a.since, a.resolved_at, a.monitor.kind, f"{a.monitor.get_kind_display()}: {a.subject}")
+        for a in alerts.select_related("monitor").order_by("since")
+    ]
+    return chart_svg(health_steps(project_id, start, now), bands, start, now)
+
+
+def health_steps(project_id: int, start: datetime, end: datetime, steps: int = CHART_STEPS) -> list[dict]:
+    """Per step: the share of fetches answered, and the lowest watched-field coverage of any rule set."""
+    size = max((end - start).total_seconds() / steps, settings.CONSOLE_HEALTH_BUCKET_SECONDS)
+    sums: dict[int, Counter] = defaultdict(Counter)
+    rows = HealthCounter.objects.filter(
+        project_id=project_id, bucket__gte=bucket_of(start), scope__in=("project", "rules")
+    )
+    for bucket, scope, key, metric, value in rows.values_list("bucket", "scope", "key", "metric", "value"):
+        index = min(int((bucket - start).total_seconds() // size), steps - 1)
+        sums[max(index, 0)][(scope, key, metric)] += value
+    return [_step(start + timedelta(seconds=(i + 0.5) * size), sums.get(i, Counter())) for i in range(steps)]
+
+
+def _step(at: datetime, c: Counter) -> dict:
+    fetched = sum(c[("project", "", m)] for m in ("fetch_ok", "fetch_failed", "fetch_other"))
+    kinds = {k for (s, k, _m) in c if s == "rules"}
+    coverages = [
+        c[(s, k, m)] / c[("rules", k, "items")]
+        for (s, k, m) in c
+        if s == "rules" and m.startswith("field:") and c[("rules", k, "items")]
+    ]
+    return {
+        "at": at,
+        "fetch_rate": ratio(c[("project", "", "fetch_ok")], fetched),
+        "coverage": min(coverages) if coverages else (0.0 if any(c[("rules", k, "pages")] for k in kinds) else None),
+    }

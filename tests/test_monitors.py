@@ -7,10 +7,11 @@ import time
 import pytest
 
 from console import jobs
-from console.health_models import Alert, Monitor, NotificationTarget
+from console.health_models import Alert, HealthCounter, Monitor, NotificationTarget
 from console.models import Job
 from console.monitors import monitors_ensure, monitors_tick
 from console.tasks import monitors_tick_task
+from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from scrape.models import RuleSet
 from tests.alert_receiver import JsonReceiver
@@ -74,11 +75,20 @@ def wait_for(check, what: str, timeout: float = 60.0):
     """Poll `check` (ticking the monitors on the control queue, as beat would) until it answers."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        jobs.jobs_tick()
         monitors_tick_task.delay()
         if answer := check():
             return answer
         time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}; {_seen()}")
+
+
+def _seen() -> str:
+    """What the database holds, for a failure's message."""
+    pages = Page.objects.values_list("url", "state", "error_code", "next_fetch_at")
+    alerts = Alert.objects.values_list("subject", "message", "resolved_at", "notified_at", "notify_error")
+    counters = HealthCounter.objects.values_list("bucket", "scope", "key", "metric", "value")
+    return f"pages {list(pages)}; alerts {list(alerts)}; counters {list(counters)}"
 
 
 def settled(receiver: JsonReceiver) -> None:
@@ -126,7 +136,7 @@ def test_a_site_going_offline_alerts_once_and_recovers_once(workers, worker_env)
     with JsonReceiver() as receiver:
         project = monitored("uptime watch", receiver, site_down={"minutes": 0.05, "min_failures": 3})
         start_workers(workers)
-        with SiteServer(site) as server:
+        with SiteServer(site, keep_alive=False) as server:  # no kept connection outlives it
             port = server.port
             done = run_manage(["crawl", f"{server.url}/", "--workers", "0", "--project", project.slug], env)
             assert done.returncode == 0, done.stdout + done.stderr
@@ -136,7 +146,7 @@ def test_a_site_going_offline_alerts_once_and_recovers_once(workers, worker_env)
         assert "uptime watch" in down[0]["title"] and "127.0.0.1" in down[0]["message"]
         assert "failing_url: http://127.0.0.1" in down[0]["message"]
 
-        with SiteServer(site, port=port):
+        with SiteServer(site, port=port, keep_alive=False):
             back = wait_for(lambda: receiver.messages("recovered"), "the site's recovery")
             settled(receiver)
     assert len(back) == 1 and "site down" in back[0]["title"]
