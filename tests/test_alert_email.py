@@ -20,7 +20,7 @@ class Inbox:
     def __init__(self):
         self.messages = []
 
-    async def handle_DATA(self, server, session, envelope):
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd calls it by this name
         self.messages.append((envelope.rcpt_tos, message_from_bytes(envelope.content)))
         return "250 OK"
 
