@@ -81,3 +81,47 @@ def test_a_thresholds_problem_is_named():
     assert "no threshold 'minute'" in thresholds_problem("site_down", {"minute": 3})
     assert "must be a number" in thresholds_problem("site_down", {"minutes": "3"})
     assert thresholds_problem("site_down", {"minutes": 3}) is None
+
+
+@pytest.fixture
+def api(django_user_model):
+    from django.contrib.auth.models import Group
+    from rest_framework.test import APIClient
+
+    user = django_user_model.objects.create_user("ops", password="not-used")
+    user.groups.add(Group.objects.get(name="operator"))
+    user.user_permissions.add(*_perms("console.view_all_projects"))
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def _perms(*names):
+    from django.contrib.auth.models import Permission
+
+    return [Permission.objects.get(content_type__app_label=n.split(".")[0], codename=n.split(".")[1]) for n in names]
+
+
+def test_the_api_reads_health_and_an_operator_changes_thresholds(project, api, monkeypatch):
+    count(project, timezone.now(), {("project", "", "fetch_ok"): 3, ("project", "", "fetch_failed"): 1}, monkeypatch)
+    health = api.get("/api/projects/watched/health/").json()
+    assert health["status"] == "ok" and health["figures"]["fetch_success_rate"] == 0.75
+    assert api.get("/api/projects/watched/health/?hours=abc").status_code == 400
+
+    monitor = api.get("/api/monitors/?project=watched&kind=site_down").json()["results"][0]
+    assert monitor["in_effect"] == {"minutes": 10, "min_failures": 3}
+    refused = api.patch(f"/api/monitors/{monitor['id']}/", {"thresholds": {"minute": 5}}, format="json")
+    assert refused.status_code == 400 and "no threshold 'minute'" in str(refused.json())
+    changed = api.patch(f"/api/monitors/{monitor['id']}/", {"thresholds": {"minutes": 5}}, format="json")
+    assert changed.status_code == 200 and changed.json()["in_effect"] == {"minutes": 5, "min_failures": 3}
+    assert Monitor.objects.get(id=monitor["id"]).thresholds == {"minutes": 5}
+
+
+def test_the_api_lists_open_alerts(project, api, monkeypatch):
+    for minute in range(3):
+        count(project, T0 + timedelta(minutes=minute), products(4, 4), monkeypatch)
+    count(project, T0 + timedelta(minutes=4), products(4, 0), monkeypatch)
+    run(project, "template_changed", T0 + timedelta(minutes=5), min_pages=4)
+    alerts = api.get("/api/alerts/?project=watched&open=true").json()["results"]
+    assert [a["subject"] for a in alerts] == ["rule:products field 'price'"]
+    assert alerts[0]["monitor"] == "template_changed" and alerts[0]["evidence"]["value"] == 0
