@@ -125,3 +125,22 @@ def test_the_api_lists_open_alerts(project, api, monkeypatch):
     alerts = api.get("/api/alerts/?project=watched&open=true").json()["results"]
     assert [a["subject"] for a in alerts] == ["rule:products field 'price'"]
     assert alerts[0]["monitor"] == "template_changed" and alerts[0]["evidence"]["value"] == 0
+
+
+def test_a_condition_back_within_the_cooldown_is_not_announced_until_it_ends(project):
+    from console.models import Job
+    from console.notify import alerts_announce
+
+    def ended(state: str, at):
+        Job.objects.create(project=project, trigger="admin", state=state, finished_at=at)
+        return run(project, "job_failed", at)
+
+    assert ended("failed", T0) == (1, 0)
+    assert alerts_announce(now=T0) == 1
+    assert ended("succeeded", T0 + timedelta(minutes=1)) == (0, 1)
+    assert alerts_announce(now=T0 + timedelta(minutes=1)) == 1, "the recovery"
+    assert ended("failed", T0 + timedelta(minutes=2)) == (1, 0), "a new firing, a new row"
+    assert alerts_announce(now=T0 + timedelta(minutes=2)) == 0, "within the 30 minutes' cooldown"
+    again = Alert.objects.get(project=project, resolved_at=None)
+    assert again.notify_after == T0 + timedelta(minutes=31)
+    assert alerts_announce(now=T0 + timedelta(minutes=31)) == 1, "still failing when the cooldown ended"
