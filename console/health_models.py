@@ -117,3 +117,11 @@ class NotificationTarget(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from console.notify import url_problem
+
+        if problem := url_problem(self.url):
+            raise ValidationError({"url": problem})

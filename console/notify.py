@@ -52,6 +52,17 @@ def send(*, urls: list[str], title: str, body: str, kind: str = "info", email: b
     return problems
 
 
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be a notification target, or None."""
+    if apprise.Apprise.instantiate(url.strip()) is not None:
+        return None
+    scheme = url.split("://", 1)[0] if "://" in url else "no scheme"
+    return (
+        f"not an Apprise URL this server can use ({scheme}://...): for example slack://T000/B000/XXXX, "
+        "mailtos://user:password@smtp.example.com?to=team@example.com or json://host/path"
+    )
+
+
 def shown_url(url: str) -> str:
     """A target without its secrets (Apprise's privacy form), for logs and the admin."""
     parsed = apprise.Apprise.instantiate(url)

@@ -61,3 +61,34 @@ def test_the_test_notification_reaches_the_admins(smtp):
     project = Project.objects.create(name="tested", slug="tested")
     assert notification_test(project=project) == []
     assert "test notification" in smtp.messages[0][1]["Subject"]
+
+
+def test_a_target_that_is_no_apprise_url_is_refused_with_the_reason():
+    from django.core.exceptions import ValidationError
+
+    from console.health_models import NotificationTarget
+
+    with pytest.raises(ValidationError, match="not an Apprise URL"):
+        NotificationTarget(name="typo", url="slak://T000/B000/XXXX").full_clean()
+    NotificationTarget(name="team", url="json://127.0.0.1:9/alerts").full_clean()
+
+
+def test_the_admins_test_button_reaches_a_webhook_and_only_admins_see_targets(admin_client, client, django_user_model):
+    from django.contrib.auth.models import Group
+
+    from console.health_models import NotificationTarget
+    from tests.alert_receiver import JsonReceiver
+
+    with JsonReceiver() as receiver:
+        target = NotificationTarget.objects.create(name="team webhook", url=receiver.apprise_url)
+        response = admin_client.post(
+            "/admin/console/notificationtarget/",
+            {"action": "send_test", "_selected_action": [target.id]},
+            follow=True,
+        )
+    assert "team webhook: test notification sent." in [str(m) for m in response.context["messages"]]
+    assert [m["title"] for m in receiver.received] == ["[crawlhub] test notification"]
+    operator = django_user_model.objects.create_user("op", password="not-used", is_staff=True)
+    operator.groups.add(Group.objects.get(name="operator"))
+    client.force_login(operator)
+    assert client.get("/admin/console/notificationtarget/").status_code == 403
