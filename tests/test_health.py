@@ -144,3 +144,41 @@ def test_a_condition_back_within_the_cooldown_is_not_announced_until_it_ends(pro
     again = Alert.objects.get(project=project, resolved_at=None)
     assert again.notify_after == T0 + timedelta(minutes=31)
     assert alerts_announce(now=T0 + timedelta(minutes=31)) == 1, "still failing when the cooldown ended"
+
+
+def test_owed_work_without_a_worker_and_a_blocked_host_alert_and_recover(project, monkeypatch):
+    from console.models import WorkerBeat
+    from crawl.models import Host
+    from tests.test_admin_console import add_page
+
+    page = add_page(project, "http://shop.test/a", "queued", next_fetch_at=T0 - timedelta(hours=1))
+    count(project, timezone.now(), {("host", "shop.test", "fetch_ok"): 1}, monkeypatch)
+    Host.objects.create(host="shop.test", blocked=True, blocked_reason="asked us to stop")
+    now = timezone.now()
+    assert run(project, "no_worker", now) == (1, 0)
+    assert run(project, "host_backoff", now) == (1, 0)
+    assert run(project, "zero_throughput", now, minutes=10) == (1, 0)
+    subjects = set(Alert.objects.filter(resolved_at=None).values_list("subject", "message"))
+    assert ("stage fetch", "watched: 1 rows owe the fetch stage and no worker consumes the 'fetch' queue") in subjects
+    assert ("host shop.test", "watched: shop.test is blocked (asked us to stop)") in subjects
+
+    WorkerBeat.objects.create(name="fetch@box", queues="fetch,control")
+    Host.objects.filter(host="shop.test").update(blocked=False)
+    page.delete()
+    assert run(project, "no_worker", now) == (0, 1)
+    assert run(project, "host_backoff", now) == (0, 1)
+    assert run(project, "zero_throughput", now, minutes=10) == (0, 1)
+
+
+def test_a_running_job_with_owed_work_and_no_progress_is_stalled(project, monkeypatch):
+    from console.models import Job
+    from tests.test_admin_console import add_page
+
+    job = Job.objects.create(project=project, trigger="admin", state="running", started_at=T0)
+    Project.objects.filter(id=project.id).update(job_id=job.id)
+    project.refresh_from_db()
+    add_page(project, "http://shop.test/a", "queued")
+    assert run(project, "job_stalled", timezone.now(), minutes=10) == (1, 0)
+    assert "job " + str(job.id) + " stalled: 1 rows owed" in Alert.objects.get(resolved_at=None).message
+    count(project, timezone.now(), {("project", "", "fetch_ok"): 1}, monkeypatch)
+    assert run(project, "job_stalled", timezone.now(), minutes=10) == (0, 1)
