@@ -6,8 +6,10 @@ a site nobody fetched is not known to be back)."""
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from console.health import counters_by_bucket, counters_since
-from console.health_models import Monitor
+from django.db.models import Sum
+
+from console.health import bucket_of, counters_by_bucket, counters_since
+from console.health_models import HealthCounter, Monitor
 from console.models import Job
 from console.selectors import stage_backlog
 from console.workers import STAGE_QUEUE, queues_consumed
@@ -69,29 +71,35 @@ def _failing_url(project: Project, host: str) -> str:
 def template_changed(project: Project, t: dict, now: datetime, open_alerts: dict) -> dict:
     """A rule set's items per page, or a watched field's share of its items, far below its own
     baseline: the newest `min_pages` pages against the earlier ones of the last `baseline_hours`."""
-    buckets = counters_by_bucket(project.id, now - timedelta(hours=float(t["baseline_hours"])), scope="rules")
-    kinds = {k for b in buckets.values() for (k, _m) in b}
+    since = bucket_of(now - timedelta(hours=float(t["baseline_hours"])))
+    rules = HealthCounter.objects.filter(project_id=project.id, scope="rules", bucket__gte=since)
     out = {}
-    for kind in sorted(kinds):
-        recent, base = _split(kind, buckets, t["min_pages"])
-        if recent["pages"] < t["min_pages"]:
+    for kind in sorted(set(rules.filter(metric="pages").values_list("key", flat=True).distinct())):
+        cutoff = _recent_start(rules.filter(key=kind), t["min_pages"])
+        if cutoff is None:
             continue
+        recent, base = (
+            _sums(rules.filter(key=kind, bucket__gte=cutoff)),
+            _sums(rules.filter(key=kind, bucket__lt=cutoff)),
+        )
         out |= _compare(project, kind, "items", recent, base, t, open_alerts)
         for metric in sorted(m for m in {**recent, **base} if m.startswith("field:")):
             out |= _compare(project, kind, metric, recent, base, t, open_alerts)
     return out
 
 
-def _split(kind: str, buckets: dict, min_pages: int) -> tuple[dict, dict]:
-    """The rule set's sums over its newest buckets holding min_pages pages, and over the older ones."""
-    recent: dict[str, int] = {"pages": 0}
-    base: dict[str, int] = {"pages": 0}
-    for bucket in sorted(buckets, reverse=True):
-        target = recent if recent["pages"] < min_pages else base
-        for (k, metric), n in buckets[bucket].items():
-            if k == kind:
-                target[metric] = target.get(metric, 0) + n
-    return recent, base
+def _recent_start(rows, min_pages: int) -> datetime | None:
+    """The oldest bucket of the newest ones that hold min_pages pages (None: fewer pages than that)."""
+    seen = 0
+    for bucket, pages in rows.filter(metric="pages").order_by("-bucket").values_list("bucket", "value").iterator():
+        seen += pages
+        if seen >= min_pages:
+            return bucket
+    return None
+
+
+def _sums(rows) -> dict[str, int]:
+    return {"pages": 0} | dict(rows.values_list("metric").annotate(n=Sum("value")).order_by())
 
 
 def _share(sums: dict, metric: str) -> float | None:
