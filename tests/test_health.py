@@ -182,3 +182,13 @@ def test_a_running_job_with_owed_work_and_no_progress_is_stalled(project, monkey
     assert "job " + str(job.id) + " stalled: 1 rows owed" in Alert.objects.get(resolved_at=None).message
     count(project, timezone.now(), {("project", "", "fetch_ok"): 1}, monkeypatch)
     assert run(project, "job_stalled", timezone.now(), minutes=10) == (0, 1)
+
+
+def test_metrics_carry_the_health_figures(project, admin_client, monkeypatch):
+    count(project, timezone.now(), {("project", "", "fetch_ok"): 3, ("project", "", "fetch_failed"): 1}, monkeypatch)
+    count(project, timezone.now(), products(4, 2), monkeypatch)
+    text = admin_client.get("/metrics").content.decode()
+    assert 'crawlhub_health_fetch_success_ratio{project="watched"} 0.75' in text
+    assert 'crawlhub_health_field_coverage{field="price",project="watched",rule_set="rule:products"} 0.5' in text
+    assert 'crawlhub_health_items_per_page{project="watched",rule_set="rule:products"} 1.0' in text
+    assert 'crawlhub_health_status{project="watched"} 0.0' in text
