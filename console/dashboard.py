@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 
 from console import jobs
 from console.access import may, projects_for
+from console.health import health_chart, project_health, projects_health
 from console.models import Job
 from console.selectors import (
     broker_queue_lengths,
@@ -59,6 +60,8 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "projects": projects_for(request.user).order_by("name").only("id", "name"),
         "project": project,
         "snapshot": dashboard_snapshot(project) if project else None,
+        "health": project_health(project.id) if project else None,
+        "health_chart": health_chart(project.id) if project else "",
         "page_states": Page.State.values,
         "asset_states": MediaAsset.State.values,
         "windows": list(WINDOWS),
@@ -142,6 +145,7 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
     recent = _by_project(Page.objects.filter(fetched_at__gte=now - timedelta(minutes=5)))
     current = {j.id: j for j in Job.objects.filter(state__in=Job.ACTIVE_STATES)}
     last = {job.project_id: job for job in _last_jobs()}
+    health = projects_health([p.id for p in projects])
     rows = []
     for p in projects:
         job = current.get(p.job_id) or last.get(p.id)
@@ -151,6 +155,7 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
                 "name": p.name,
                 "slug": p.slug,
                 "status": p.status,
+                "health": health[p.id],
                 "url": reverse("admin-dashboard") + f"?project={p.id}",
                 "job": _job_json(job),
                 "owed": owed_pages.get(p.id, 0) + owed_assets.get(p.id, 0),

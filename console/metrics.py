@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 
 from console.access import projects_for, sees_all
+from console.health_metrics import health_metrics
 from console.selectors import broker_queue_lengths, stage_backlog
 from crawl.models import Page, Project
 from media.models import MediaAsset
@@ -47,6 +48,7 @@ class CrawlCollector:
         yield from host_metrics(slugs)
         yield from asset_metrics(slugs)
         yield from latency_metrics(slugs)
+        yield from health_metrics(slugs)
         if not slugs.scoped:
             yield from queue_metrics()
 

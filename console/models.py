@@ -149,3 +149,6 @@ class ProjectAccess(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project} owned by {self.user or self.group}"
+
+
+from console.health_models import Alert, HealthCounter, Monitor, NotificationTarget  # noqa: E402, F401

@@ -2,7 +2,7 @@
 
 - viewer: reads everything of the projects they may see;
 - operator: a viewer who also starts, pauses, resumes, cancels, retries, recrawls and exports, adds
-  seeds and uses Try a URL on public addresses;
+  seeds, uses Try a URL on public addresses and tunes the monitors' thresholds;
 - admin: every permission of the crawler's apps, network settings included.
 
 Which projects a member sees is the projects' owners' business (console/access.py); seeing every
@@ -17,7 +17,13 @@ from django.db import DEFAULT_DB_ALIAS
 
 APPS = ("crawl", "scrape", "media", "console")
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
-OPERATOR_EXTRA = ("console.run_project", "console.export_results", "console.try_url", "crawl.add_seed")
+OPERATOR_EXTRA = (
+    "console.run_project",
+    "console.export_results",
+    "console.try_url",
+    "crawl.add_seed",
+    "console.change_monitor",  # thresholds of the built-in monitors
+)
 NOT_IN_ROLES = ("console.view_all_projects",)
 
 

@@ -1,5 +1,6 @@
 """The console's periodic tasks: jobs start when their first row is claimed and end when their
-project owes no more work; old rows are pruned (console/retention.py)."""
+project owes no more work; monitors check every project and announce their alerts; old rows are
+pruned (console/retention.py)."""
 
 from celery import shared_task
 
@@ -15,3 +16,10 @@ def jobs_tick_task() -> dict:
 @shared_task(name="console.prune", soft_time_limit=110, time_limit=120)
 def prune_task() -> dict:
     return prune()
+
+
+@shared_task(name="console.monitors_tick", soft_time_limit=100, time_limit=120)
+def monitors_tick_task() -> dict:
+    from console.monitors import monitors_tick
+
+    return monitors_tick()

@@ -44,6 +44,18 @@ def upsert(model, objs: list, *, conflict_fields: tuple[str, ...], update_fields
     )
 
 
+def upsert_add(model, objs: list, *, conflict_fields: tuple[str, ...], add_fields: tuple[str, ...]) -> None:
+    """INSERT ... ON CONFLICT (unique key) DO UPDATE SET each add_field to its stored value plus the
+    new one: counters many workers add to at once, without reading them first. Give the rows in
+    one order (sorted by key) so that concurrent writers cannot deadlock."""
+    qn = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    table = qn(model._meta.db_table)
+    columns = [qn(model._meta.get_field(n).column) for n in add_fields]
+    _insert(
+        model, objs, conflict_fields, "DO UPDATE SET " + ", ".join(f"{c} = {table}.{c} + EXCLUDED.{c}" for c in columns)
+    )
+
+
 def _insert(model, objs: list, conflict_fields, action: str, now=None, returning=()) -> list:
     if not objs:
         return []

@@ -16,6 +16,7 @@ TASK_ROUTES = {
     "crawl.dispatch": {"queue": CONTROL},
     "console.jobs_tick": {"queue": CONTROL},
     "console.prune": {"queue": CONTROL},
+    "console.monitors_tick": {"queue": CONTROL},
     "crawl.render_batch": {"queue": RENDER},
     "scrape.extract_batch": {"queue": EXTRACT},
     "scrape.deliver": {"queue": EXTRACT},  # result sinks: their I/O beside extraction, never in its way

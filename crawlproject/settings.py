@@ -4,6 +4,7 @@ Embedded default: SQLite under var/ and the kombu filesystem broker under var/br
 Distributed: DATABASE_URL=postgres://..., CELERY_BROKER_URL=redis://...
 """
 
+import email.utils
 import os
 from pathlib import Path
 
@@ -356,6 +357,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 300.0,  # old rows pruned in batches (console/retention.py)
         "options": {"expires": 300.0},
     },
+    "console-monitors": {
+        "task": "console.monitors_tick",
+        "schedule": float(env.int("CONSOLE_MONITORS_TICK_SECONDS", default=30)),
+        "options": {"expires": float(env.int("CONSOLE_MONITORS_TICK_SECONDS", default=30))},
+    },
     "console-jobs": {
         "task": "console.jobs_tick",
         "schedule": float(env.int("CONSOLE_JOBS_TICK_SECONDS", default=5)),
@@ -380,7 +386,26 @@ CONSOLE_KEEP_JOBS_DAYS = env.int("CONSOLE_KEEP_JOBS_DAYS", default=90)  # finish
 CONSOLE_KEEP_JOB_LOGS_DAYS = env.int("CONSOLE_KEEP_JOB_LOGS_DAYS", default=30)
 CONSOLE_KEEP_PAGE_VERSIONS_DAYS = env.int("CONSOLE_KEEP_PAGE_VERSIONS_DAYS", default=180)  # never a page's newest
 CONSOLE_KEEP_SINK_RECORDS_DAYS = env.int("CONSOLE_KEEP_SINK_RECORDS_DAYS", default=7)  # delivered ones only
+CONSOLE_KEEP_ALERTS_DAYS = env.int("CONSOLE_KEEP_ALERTS_DAYS", default=90)  # resolved ones only
 CONSOLE_PRUNE_BATCH = env.int("CONSOLE_PRUNE_BATCH", default=500)  # rows per delete statement
+
+# --- Monitoring and alerts (console/health.py, monitors.py, notify.py) -----------------------------
+CONSOLE_HEALTH_BUCKET_SECONDS = env.int("CONSOLE_HEALTH_BUCKET_SECONDS", default=60)  # health counters' step
+CONSOLE_HEALTH_KEEP_DAYS = env.int("CONSOLE_HEALTH_KEEP_DAYS", default=14)
+# Apprise URLs every project's alerts go to, beside the targets set in the admin.
+CONSOLE_NOTIFY_URLS = env.list("CONSOLE_NOTIFY_URLS", default=[])
+CONSOLE_NOTIFY_ADMINS = env.bool("CONSOLE_NOTIFY_ADMINS", default=True)  # alerts also by email to ADMINS
+# How people reach the console: the links in alert messages.
+CONSOLE_BASE_URL = env.str("CONSOLE_BASE_URL", default="http://localhost:8000")
+# Django's email (alerts to ADMINS): "Name <address>" or plain addresses, comma-separated.
+ADMINS = [email.utils.parseaddr(a) for a in env.list("DJANGO_ADMINS", default=[])]
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+SERVER_EMAIL = DEFAULT_FROM_EMAIL = env.str("DJANGO_SERVER_EMAIL", default="crawlhub@localhost")
 
 # --- Logging (crawl/logging.py): plain lines by default; CRAWLHUB_LOG_FORMAT=json for production,
 # where every line is one JSON object (with task_id, task and project_id inside Celery tasks).

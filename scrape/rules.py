@@ -173,9 +173,9 @@ def compile_rules(spec: dict, *, name: str = "") -> CompiledRules:
     fields = _dict("fields", spec.get("fields", {}))
     compiled_fields = tuple(_compile_field(name, rule) for name, rule in fields.items())
     required = tuple(_strings("required", spec.get("required", [])))
-    for name in required:
-        if name not in fields:
-            raise RuleError(f"required: {name!r} is not one of the fields")
+    for field_name in required:  # not `name`: that is the rule set's, which names its items
+        if field_name not in fields:
+            raise RuleError(f"required: {field_name!r} is not one of the fields")
     id_regex, download_fmt = spec.get("id_regex"), spec.get("download_url_fmt")
     if (id_regex is None) != (download_fmt is None):
         raise RuleError("id_regex and download_url_fmt: give both or neither")

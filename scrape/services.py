@@ -25,6 +25,7 @@ from crawl.services.outcomes import rules_stamp
 from media.services import assets_link_many
 
 from .decide import PageResult, extract_page
+from .health import extracted_count
 from .models import HandlerLog, Item
 from .sinks.records import results_offer
 
@@ -93,6 +94,7 @@ def _write(results: list[PageResult], token, worker: str) -> int:
     handler_logs_store([r for r in results if r.page.id in written])
     results_offer(project, [r for r in results if r.page.id in written], clean=_jsonb_safe)
     versions_record([v for v in versions if v[0].id in written])
+    extracted_count(project, [r for r in results if r.page.id in written], {v[0].id for v in versions})
     return len(new_ids)
 
 

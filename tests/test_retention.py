@@ -9,7 +9,7 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
-from console.models import Job, JobLogEntry
+from console.models import Alert, Job, JobLogEntry, Monitor
 from console.retention import RULES, prune
 from crawl.models import Page, PageVersion, Project
 from crawl.urls import url_key
@@ -67,7 +67,14 @@ def rows():
     newest_of_page = versions(page, [LONG_AGO])  # old, but the page's newest: its current content
     recent_version = versions(quiet, [LONG_AGO, RECENTLY])
     sink = Sink.objects.create(project=project, name="s", kind="file")
+    monitor = Monitor.objects.create(project=project, kind=Monitor.Kind.SITE_DOWN)
+
+    def alert(subject: str, resolved) -> int:
+        return Alert.objects.create(project=project, monitor=monitor, subject=subject, resolved_at=resolved).id
+
     return {
+        "old_alerts": [alert(f"old {i}", now - LONG_AGO) for i in range(5)],
+        "kept_alerts": [alert("still open", None), alert("recent", now - RECENTLY)],
         "old_jobs": [j.id for j in old_jobs],
         "kept_jobs": sorted([running.id, current.id] + [j.id for j in recent_jobs]),
         "old_logs": [e.id for e in old_logs],
@@ -90,6 +97,7 @@ def test_old_rows_are_pruned_in_small_batches_and_recent_ones_kept(rows):
         "console.Job": 4,
         "crawl.PageVersion": 4,
         "scrape.SinkDelivery": 4,
+        "console.Alert": 4,
     }, "at most two statements of two rows per kind and run"
     runs = [first]
     while any(runs[-1].values()):
@@ -101,12 +109,13 @@ def test_old_rows_are_pruned_in_small_batches_and_recent_ones_kept(rows):
     assert sorted(SinkDelivery.objects.values_list("id", flat=True)) == rows["kept_deliveries"]
     assert sum(run["scrape.SinkDelivery"] for run in runs) == len(rows["delivered"])
     assert sum(run["crawl.PageVersion"] for run in runs) == len(rows["superseded"])
+    assert sorted(Alert.objects.values_list("id", flat=True)) == rows["kept_alerts"]
 
 
 def test_a_setting_of_zero_keeps_those_rows_forever(rows):
     with override_settings(CONSOLE_KEEP_SINK_RECORDS_DAYS=0, CONSOLE_KEEP_PAGE_VERSIONS_DAYS=0):
         pruned = prune()
-    assert set(pruned) == {"console.JobLogEntry", "console.Job"}
+    assert set(pruned) == {"console.JobLogEntry", "console.Job", "console.Alert"}
     assert SinkDelivery.objects.count() == len(rows["delivered"]) + len(rows["kept_deliveries"])
     assert PageVersion.objects.count() == len(rows["superseded"]) + len(rows["kept_versions"])
 

@@ -333,3 +333,10 @@ def test_it_takes_a_priority_for_the_links_a_rule_set_follows():
     for bad in (1.5, "high", True, 5000):
         with pytest.raises(RuleError, match="priority"):
             compile_rules({"priority": bad})
+
+
+def test_a_rule_set_with_required_fields_still_names_its_items_after_itself():
+    rules = compile_rules(
+        {"fields": {"title": {"css": "h1"}, "price": {"css": ".p"}}, "required": ["price"]}, name="shop"
+    )
+    assert rules.kind == "rule:shop"

@@ -15,6 +15,7 @@ from rest_framework.reverse import reverse
 from console import jobs
 from console.access import may, network_changes, network_refusal, project_owner_add
 from console.exports import CONTENT_TYPES, export_response
+from console.health import health_figures, project_health
 from console.models import Job
 from console.selectors import project_errors, project_progress, stage_backlog
 from console.warc import warc_response
@@ -57,6 +58,7 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     project_path = "pk"
     action_permissions = read_write("project") | {
         "progress": "crawl.view_project",
+        "health": "crawl.view_project",
         **dict.fromkeys(("start", "pause", "resume", "recrawl", "retry_failed"), RUN),
         "export": EXPORT,
     }
@@ -138,6 +140,22 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         project = self.get_object()
         warnings = stage_warnings(stage_backlog(project), rendered=project.render_js)
         return Response(project_progress(project) | {"errors": project_errors(project), "warnings": warnings})
+
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        summary="Health: ok / warning / failing with the reason, and the figures of the last ?hours=1",
+        parameters=[OpenApiParameter("hours", float, description="The window of the figures (at most 720).")],
+    )
+    @action(detail=True, methods=["get"])
+    def health(self, request: Request, slug: str) -> Response:
+        project = self.get_object()
+        try:
+            hours = float(request.query_params.get("hours", "1"))
+        except ValueError:
+            hours = -1.0
+        if not 0 < hours <= 720:
+            return Response({"hours": ["a number of hours above 0, at most 720"]}, status=400)
+        return Response(project_health(project.id) | {"figures": health_figures(project.id, hours=hours)})
 
     @extend_schema(
         summary="Export pages, items or assets as JSON lines or CSV (streamed), or stored pages as WARC",

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from .changes import ChangesView
+from .health import AlertViewSet, MonitorViewSet
 from .jobs import JobViewSet
 from .projects import ProjectViewSet, SeedViewSet
 from .results import AssetViewSet, FailureViewSet, ItemViewSet, PageViewSet
@@ -15,6 +16,8 @@ router.register("projects", ProjectViewSet, basename="project")
 router.register("seeds", SeedViewSet, basename="seed")
 router.register("jobs", JobViewSet, basename="job")
 router.register("sinks", SinkViewSet, basename="sink")
+router.register("monitors", MonitorViewSet, basename="monitor")
+router.register("alerts", AlertViewSet, basename="alert")
 router.register("pages", PageViewSet, basename="page")
 router.register("failures", FailureViewSet, basename="failure")
 router.register("items", ItemViewSet, basename="item")

@@ -11,6 +11,7 @@ message is published after the commit it depends on.
 import itertools
 import logging
 import uuid
+from collections import Counter
 from datetime import timedelta
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from crawl.db import chunked
+from crawl.health import health_count
 from crawl.models import Page, PageContent, Project
 
 from . import stages
@@ -160,6 +162,8 @@ def pages_finish(*, token: uuid.UUID, stage: str, verdicts: list[tuple[Page, Ver
     stages.after_commit(stages.publish_extract, [p.id for p, c in mine if c.get("state") == FETCHED])
     _publish_wakeups([(p, c) for p, c in mine if c.get("state") == QUEUED and c.get("enqueued_at")], now)
     failures_log([(p.url, c) for p, c in mine if c.get("state") == FAILED], stage=stage)
+    if stage == stages.FETCH:
+        _fetches_count([(p, v) for p, v in verdicts if p.id in written])
     return written
 
 
@@ -168,6 +172,42 @@ def _drop_stale_bodies(page_ids: list[int]) -> None:
     earlier answer: re-extraction must not turn it `done` with that body's items."""
     if page_ids:
         PageContent.objects.filter(page_id__in=page_ids).delete()
+
+
+BACKOFF_CODES = ("http_429", "http_503", "host_backoff")
+
+
+def _fetches_count(verdicts: list[tuple[Page, Verdict]]) -> None:
+    """The fetch outcomes of a batch, per project and host, for the health counters (crawl/health.py)."""
+    by_project: dict[int, Counter] = {}
+    for page, verdict in verdicts:
+        counts = by_project.setdefault(page.project_id, Counter())
+        if (seen := fetch_outcome(verdict)) is None:
+            continue
+        outcome, code = seen
+        for scope, key in (("project", ""), ("host", page.host)):
+            counts[(scope, key, outcome)] += 1
+            if code:
+                counts[(scope, key, f"error:{code}")] += 1
+    for project_id, counts in by_project.items():
+        health_count(project_id, counts)
+
+
+def fetch_outcome(verdict: Verdict) -> tuple[str, str] | None:
+    """(metric, error code) of one fetch verdict: fetch_ok, fetch_backoff (the host asked us to
+    wait), fetch_failed (unreachable, timed out, 5xx: the site may be down) or fetch_other; None
+    for a page put back unsent (its host's slot was missed)."""
+    from crawl.fetcher import SLOT_MISSED, is_transient  # here: the fetcher's imports lead back to the frontier
+
+    if isinstance(verdict, Fetched | Done):
+        return "fetch_ok", ""
+    if isinstance(verdict, Postpone) and verdict.code == SLOT_MISSED:
+        return None
+    if isinstance(verdict, Postpone) and verdict.code in BACKOFF_CODES:
+        return "fetch_backoff", verdict.code
+    if isinstance(verdict, Retry | Postpone) or is_transient(verdict.code):
+        return "fetch_failed", verdict.code
+    return "fetch_other", verdict.code
 
 
 def failures_log(rows: list[tuple[str, dict]], *, stage: str) -> None:

@@ -67,6 +67,22 @@
     return poll();
   }
 
+  function healthCell(health) {
+    const td = document.createElement("td");
+    td.className = "overview-health";
+    const badge = document.createElement("span");
+    badge.className = "health health-" + health.status;
+    badge.textContent = health.status;
+    td.appendChild(badge);
+    if (health.reason) {
+      const why = document.createElement("div");
+      why.className = "health-reason";
+      why.textContent = health.reason + (health.alerts > 1 ? ` (+${health.alerts - 1} more)` : "");
+      td.appendChild(why);
+    }
+    return td;
+  }
+
   function projectRow(p) {
     const tr = document.createElement("tr");
     tr.dataset.project = p.slug;
@@ -74,6 +90,7 @@
     name.appendChild(link(p.name, p.url));
     tr.appendChild(name);
     tr.appendChild(cell(p.status));
+    tr.appendChild(healthCell(p.health));
     const job = document.createElement("td");
     if (p.job) job.appendChild(link("job " + p.job.id + " (" + p.job.kind + ")", p.job.url));
     else job.textContent = "–";

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('console', '0002_project_access'),
+        ('console', '0003_health_monitors_alerts'),
     ]
 
     operations = [

@@ -1,0 +1,119 @@
+"""Monitors: every project has each built-in kind (console/checks.py), with default thresholds an
+operator overrides per project (admin, API). `monitors_tick` (beat, on the control queue) runs
+the checks and keeps one Alert row per firing: opened when a condition holds, resolved when it
+recovers, each announced once (console/notify.py). A condition that comes back within its
+monitor's cooldown after recovering opens a new alert that is announced only if it still holds
+when the cooldown ends."""
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from console.checks import CHECKS, Finding
+from console.health import counters_prune
+from console.health_models import Alert, Monitor
+from crawl.models import Project
+
+log = logging.getLogger("crawlhub.monitors")
+
+DEFAULTS: dict[str, dict] = {
+    Monitor.Kind.SITE_DOWN: {"minutes": 10, "min_failures": 3},
+    Monitor.Kind.TEMPLATE_CHANGED: {"min_pages": 10, "drop_ratio": 0.5, "recover_ratio": 0.8, "baseline_hours": 24},
+    Monitor.Kind.JOB_FAILED: {},
+    Monitor.Kind.JOB_STALLED: {"minutes": 30},
+    Monitor.Kind.NO_WORKER: {},
+    Monitor.Kind.HOST_BACKOFF: {"minutes": 15},
+    Monitor.Kind.ZERO_THROUGHPUT: {"minutes": 15},
+}
+
+
+def thresholds_problem(kind: str, thresholds) -> str | None:
+    """Why `thresholds` cannot be a monitor of `kind`'s overrides, or None."""
+    if kind not in DEFAULTS:
+        return f"not a monitor kind: {kind!r} (one of {', '.join(DEFAULTS)})"
+    if not isinstance(thresholds, dict):
+        return "must be a JSON object of threshold names and numbers"
+    known = DEFAULTS[kind]
+    for name, value in thresholds.items():
+        if name not in known:
+            return f"{kind} has no threshold {name!r}" + (
+                f" (it has {', '.join(known)})" if known else " (it has none)"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            return f"{name} must be a number of at least 0, not {value!r}"
+    return None
+
+
+def monitor_thresholds(monitor: Monitor) -> dict:
+    """The kind's defaults with the monitor's overrides."""
+    return DEFAULTS[monitor.kind] | (monitor.thresholds if isinstance(monitor.thresholds, dict) else {})
+
+
+def monitors_ensure(project_ids: list[int]) -> None:
+    """Give each project the built-in monitors it does not have yet, with the defaults."""
+    rows = [Monitor(project_id=pid, kind=kind) for pid in project_ids for kind in DEFAULTS]
+    Monitor.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def monitors_tick(now: datetime | None = None) -> dict[str, int]:
+    """Run every enabled monitor of every project; open and resolve alerts,
+    then announce what is due. Returns counts for the log."""
+    now = now or timezone.now()
+    projects = list(Project.objects.all())
+    monitors_ensure([p.id for p in projects])
+    opened = resolved = 0
+    for project in projects:
+        for monitor in Monitor.objects.filter(project=project, enabled=True):
+            o, r = monitor_run(monitor, project, now)
+            opened, resolved = opened + o, resolved + r
+    from console.notify import alerts_announce
+
+    sent = alerts_announce(now=now)
+    return {"opened": opened, "resolved": resolved, "sent": sent, "pruned": counters_prune(now=now)}
+
+
+def monitor_run(monitor: Monitor, project: Project, now: datetime) -> tuple[int, int]:
+    """One monitor's check, written as alerts. Returns (opened, resolved)."""
+    current = {a.subject: a for a in Alert.objects.filter(monitor=monitor, resolved_at=None)}
+    try:
+        findings = CHECKS[monitor.kind](project, monitor_thresholds(monitor), now, current)
+    except Exception:
+        log.exception("monitor %s of project %s failed", monitor.kind, project.id)
+        return 0, 0
+    opened = resolved = 0
+    for subject, finding in findings.items():
+        alert = current.get(subject)
+        if finding is not None and alert is None:
+            opened += alert_open(monitor, subject, finding, now)
+        elif finding is not None:
+            Alert.objects.filter(id=alert.id).update(evidence=finding.evidence | _kept(alert), message=finding.message)
+        elif alert is not None:
+            resolved += Alert.objects.filter(id=alert.id, resolved_at=None).update(resolved_at=now)
+    return opened, resolved
+
+
+def _kept(alert: Alert) -> dict:
+    """What an open alert keeps of the evidence it opened with (its baseline)."""
+    return {k: v for k, v in alert.evidence.items() if k == "baseline"}
+
+
+def alert_open(monitor: Monitor, subject: str, finding: Finding, now: datetime) -> int:
+    """Open an alert (1), or none (0) when another tick just opened it."""
+    last = Alert.objects.filter(monitor=monitor, subject=subject).exclude(resolved_at=None).first()
+    quiet_until = last.resolved_at + timedelta(minutes=monitor.cooldown_minutes) if last else now
+    try:
+        with transaction.atomic():
+            Alert.objects.create(
+                project_id=monitor.project_id,
+                monitor=monitor,
+                subject=subject[:300],
+                message=finding.message,
+                evidence=finding.evidence,
+                since=now,
+                notify_after=max(now, quiet_until),
+            )
+    except IntegrityError:  # the partial unique index: it is open already
+        return 0
+    return 1
