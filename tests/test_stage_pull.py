@@ -128,11 +128,18 @@ def test_a_crawl_whose_database_connections_drop_midway_goes_on_within_seconds(s
     assert not MediaAsset.objects.filter(project__slug="drops").exclude(state="done").exists()
 
 
+def due_now(project, host: str) -> None:
+    """Move the clock on: the project's queued pages and its host's next slot are due now."""
+    from crawl.models import Host
+
+    Page.objects.filter(project=project, state="queued").update(next_fetch_at=timezone.now())
+    Host.objects.filter(host=host).update(backoff_until=None, next_allowed_at=timezone.now(), slotted_until=None)
+
+
 def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db, settings):
     """A monitored project's hub answers 503 for three minutes (the clock driven by moving its due
     time, at the shipped retry schedule): it is never given up, and once the site is back the hub
     is fetched and extracted, and the page it links to is fetched."""
-    from crawl.models import Host
     from crawl.services.fetching import pages_fetch
     from crawl.urls import host_of
     from scrape.services import pages_extract
@@ -156,14 +163,14 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
                 assert row.state == "queued", (row.state, row.error_code)
                 waited += max(0.0, (row.next_fetch_at - timezone.now()).total_seconds())
                 rounds += 1
-            Page.objects.filter(id=hub_id).update(next_fetch_at=timezone.now())
-            Host.objects.filter(host=host_of(server.url)).update(backoff_until=None, next_allowed_at=timezone.now())
+            due_now(project, host_of(server.url))
         down["on"] = False
         deadline = time.monotonic() + 30
         while not Page.objects.filter(project=project, url__endswith="/news/1", state="done").exists():
             assert time.monotonic() < deadline, list(Page.objects.filter(project=project).values_list("url", "state"))
             pages_fetch(page_ids=[], worker="t")
             pages_extract(page_ids=[], worker="t")
+            due_now(project, host_of(server.url))  # the host slowed down after the 503s: its slots come now
             time.sleep(0.1)
         asked = server.paths().count("/")
     print(f"\nhub down: {rounds} answers of 503 over {waited:.0f} s of its schedule")
