@@ -119,14 +119,14 @@ def download_assets(assets: list[MediaAsset], slots: dict) -> list[Fetched]:
 
 def _screen(assets: list[MediaAsset], slots: dict) -> dict[int, Download]:
     """Refusals before any request: a blocked host, and plain HTTP downloads robots.txt disallows
-    (or cannot say about: a robots.txt 5xx holds them back). The hosts' Crawl-delays are learnt for
-    the claims that book their slots."""
+    (or cannot say about: a robots.txt 5xx holds them back). Every host's Crawl-delay is learnt
+    (yt-dlp's and gallery-dl's too) for the claims that book its slots."""
     refused, by_project = {}, defaultdict(list)
     for asset in assets:
         grant = slots[asset.id].grant
         if grant.refused:
             refused[asset.id] = Download(url=asset.url, error_code="host_blocked", error_message=grant.refused)
-        elif asset.downloader == "http" and asset.project.obey_robots:
+        elif asset.project.obey_robots:
             by_project[asset.project_id].append(asset)
     for group in by_project.values():
         project, delays = group[0].project, {}
@@ -136,7 +136,7 @@ def _screen(assets: list[MediaAsset], slots: dict) -> dict[int, Download]:
         for asset in group:
             policy = policies[origin_of(asset.url)]
             delays[host_of(asset.url)] = policy.crawl_delay(agent)
-            if not policy.allows(asset.url, agent):
+            if asset.downloader == "http" and not policy.allows(asset.url, agent):
                 code, message = policy.refusal()
                 refused[asset.id] = Download(url=asset.url, error_code=code, error_message=message)
         hosts_learn_delays(delays)

@@ -144,3 +144,19 @@ def test_the_projects_headers_and_cookies_go_only_to_its_own_sites(db):
     assert sorted(p for p, _ in other_headers if p != "/robots.txt") == ["/img/0.png", "/img/0.png?direct"]
     assert all("X-Api-Key" not in h and "Cookie" not in h for _, h in other_headers), other_headers
     assert set(MediaAsset.objects.filter(project=project).values_list("state", flat=True)) == {"done"}
+
+
+def test_a_429_to_yt_dlp_slows_its_host_down(db):
+    """yt-dlp's HTTP errors count like the crawler's own: a 429 without Retry-After is retried later
+    and slows the host down (for pages too)."""
+    site = gallery_site(0, robots=NO_ROBOTS)
+    site.files["/watch"] = (429, {"Content-Type": "text/plain"}, b"slow down")
+    project = project_get_or_create(name="throttled-video", allow_private=True)
+    with SiteServer(site) as server:
+        row = MediaAsset.objects.create(
+            project=project, url=f"{server.url}/watch", url_key="7" * 64, kind="video", downloader="ytdlp"
+        )
+        assets_download(asset_ids=[row.id])
+    row.refresh_from_db()
+    assert (row.state, row.error_code, row.status_code) == ("queued", "http_429", 429), row.error_message
+    assert Host.objects.get(host=host_of(server.url)).throttle_delay > 0

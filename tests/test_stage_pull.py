@@ -176,3 +176,33 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
     print(f"\nhub down: {rounds} answers of 503 over {waited:.0f} s of its schedule")
     assert waited >= 180 and asked == rounds + 1
     assert Page.objects.get(id=hub_id).state in ("done", "extracted")
+
+
+def test_an_extract_wake_up_shares_its_batch_between_projects_and_leaves_suspects_alone(db):
+    """A project owing many fetched pages does not fill the batch: the other's pages are in it. A
+    page a dead worker held among others (suspect) is left to its own message."""
+    from crawl.frontier.pages import pages_claim_ready_for_extract
+
+    big, small = (project_get_or_create(name=n, allow_private=True) for n in ("big", "small"))
+    big_ids = seeds_add(project=big, urls=[f"http://big.test/{i}" for i in range(30)])
+    small_ids = seeds_add(project=small, urls=["http://small.test/a", "http://small.test/b"])
+    Page.objects.filter(id__in=big_ids + small_ids).update(state="fetched", lease_token=None)
+    Page.objects.filter(id=big_ids[0]).update(suspect=True)
+    _, claimed = pages_claim_ready_for_extract(limit=10, worker="w")
+    by_project = [p.project_id for p in claimed]
+    assert len(claimed) == 10 and by_project.count(small.id) == 2 and by_project.count(big.id) == 8
+    assert big_ids[0] not in {p.id for p in claimed}
+    _, again = pages_claim_ready_for_extract(limit=10, worker="w")
+    assert not {p.id for p in claimed} & {p.id for p in again}, "a claimed page is not claimed twice"
+
+
+def test_a_download_claim_shares_its_batch_between_projects(db):
+    from media.claiming import assets_claim_round
+
+    big, small = (project_get_or_create(name=n, allow_private=True) for n in ("big-media", "small-media"))
+    for i in range(20):
+        MediaAsset.objects.create(project=big, url=f"http://b{i}.test/x.png", url_key=f"{i:064d}")
+    MediaAsset.objects.create(project=small, url="http://s.test/x.png", url_key="s" * 64)
+    claim = assets_claim_round([], limit=5, worker="w")
+    assert sorted(a.project_id for a in claim.assets) == sorted([big.id] * 4 + [small.id])
+    assert all(a.state == "leased" for a in MediaAsset.objects.filter(id__in=[a.id for a in claim.assets]))
