@@ -206,3 +206,15 @@ def test_a_download_claim_shares_its_batch_between_projects(db):
     claim = assets_claim_round([], limit=5, worker="w")
     assert sorted(a.project_id for a in claim.assets) == sorted([big.id] * 4 + [small.id])
     assert all(a.state == "leased" for a in MediaAsset.objects.filter(id__in=[a.id for a in claim.assets]))
+
+
+def test_extract_and_download_book_one_wake_up_per_queue(db, broker):
+    """However many fetched pages and queued assets are announced, each queue gets one wake-up
+    message (no ids) until that one runs."""
+    from crawl.frontier.stages import publish_download, publish_extract
+
+    for n in range(5):
+        publish_extract([n + 1, n + 100])
+        publish_download([n + 1])
+    client = redis.Redis.from_url(broker)
+    assert (client.llen(EXTRACT), client.llen("download")) == (1, 1)

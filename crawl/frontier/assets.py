@@ -4,6 +4,7 @@ waited for them."""
 import uuid
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
@@ -81,16 +82,20 @@ def assets_wake_when_due(*, least: float) -> None:
 
 def assets_wait(starts: dict[int, datetime]) -> int:
     """Queued assets whose host cannot take them now wait for the start time each was given (their
-    host's next free slots): no claim looks at them before then. Returns rows changed."""
-    model = _assets()
-    return model.objects.bulk_update([model(id=i, next_fetch_at=at) for i, at in starts.items()], ["next_fetch_at"])
+    host's next free slots): no claim looks at them before then. A wait too long for a wake-up
+    message has no `enqueued_at`: the reaper hands it out once due. Returns rows changed."""
+    model, now = _assets(), timezone.now()
+    rows = [model(id=i, **waiting_until(at, now)) for i, at in starts.items()]
+    return model.objects.bulk_update(rows, ["next_fetch_at", "enqueued_at"])
 
 
 def assets_send_alone(waits: dict[int, float]) -> None:
     """The reaper's assets (each claimed alone, by id) that a claim could not start now: each is
-    sent again, alone, for when its host can take it (`waits`: seconds from now)."""
+    sent again, alone, for when its host can take it (`waits`: seconds from now); a wait longer
+    than a wake-up message may be delayed is left to the reaper."""
     for asset_id, seconds in waits.items():
-        stages.after_commit(stages.publish_download, [asset_id], countdown=seconds, batch=1)
+        if seconds <= settings.CRAWL_WAKEUP_MAX_SECONDS:
+            stages.after_commit(stages.publish_download, [asset_id], countdown=seconds, batch=1)
 
 
 def assets_wake_more() -> None:
