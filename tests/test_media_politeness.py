@@ -160,3 +160,19 @@ def test_a_429_to_yt_dlp_slows_its_host_down(db):
     row.refresh_from_db()
     assert (row.state, row.error_code, row.status_code) == ("queued", "http_429", 429), row.error_message
     assert Host.objects.get(host=host_of(server.url)).throttle_delay > 0
+
+
+def test_a_download_robots_txt_disallows_is_never_requested(db):
+    robots = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /img/private/\n")
+    site = gallery_site(1, robots=robots)
+    site.files["/img/private/0.png"] = png(7)
+    project = project_get_or_create(name="robots-media", allow_private=True)
+    with SiteServer(site) as server:
+        allowed = media_asset(project, f"{server.url}/img/0.png")
+        refused = media_asset(project, f"{server.url}/img/private/0.png")
+        download_all(project)
+        asked = server.paths()
+    allowed.refresh_from_db()
+    refused.refresh_from_db()
+    assert "/img/private/0.png" not in asked and "/img/0.png" in asked
+    assert (allowed.state, refused.state, refused.error_code) == ("done", "failed", "robots_disallowed")
