@@ -401,7 +401,12 @@ def retry_after_seconds(response: FetchResponse, cap: float = 3600) -> float | N
     """Seconds a 429/503 asks us to wait (Retry-After as seconds or an HTTP date), capped."""
     if response.status_code not in (429, 503):
         return None
-    value = response.headers.get("retry-after", "").strip()
+    return retry_after_value(response.headers.get("retry-after", ""), cap)
+
+
+def retry_after_value(value: str, cap: float = 3600) -> float | None:
+    """Seconds a Retry-After header's value asks for (seconds or an HTTP date), capped."""
+    value = value.strip()
     if value.isdigit():
         return min(cap, float(value))
     try:

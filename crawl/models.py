@@ -384,6 +384,11 @@ class Page(models.Model):
                 name="page_ready",
                 condition=Q(state="queued", suspect=False),
             ),
+            models.Index(  # the extract stage's claim: a project's fetched pages nobody holds, by priority
+                fields=["project", "-priority", "id"],
+                name="page_extract_ready",
+                condition=Q(state="fetched", lease_token__isnull=True, suspect=False),
+            ),
             models.Index(fields=["host"], name="page_host"),
             models.Index(
                 fields=["state", "lease_expires_at"],

@@ -1,23 +1,30 @@
-"""Run the right downloader for each claimed asset and vet what came back. Nothing is stored here."""
+"""Run the right downloader for each claimed asset, at its host's slot, and vet what came back.
+Nothing is stored here."""
 
 import asyncio
+import concurrent.futures
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from django.conf import settings
 
-from crawl.fetcher import runner
+from crawl.fetcher import SLOT_MISSED, runner
+from crawl.frontier.discovery import project_scope
 from crawl.models import Project
-from crawl.services.fetching import allows_private, fetch_limits, user_agent_of
-from crawl.urls import parse_lines
+from crawl.services.credentials import secrets_go_to
+from crawl.services.fetching import LATE_SECONDS, allows_private, fetch_limits, user_agent_of
+from crawl.services.politeness import hosts_learn_delays
+from crawl.services.robots_cache import robots_policies
+from crawl.urls import host_of, origin_of, parse_lines
 
 from .downloader import Download, download
 from .models import MediaAsset
 from .rules import MediaRules
 from .sniff import sniff_mime
 
-HTTP_CONCURRENCY = 4
 _RULES: dict[int, tuple[float, MediaRules]] = {}
 
 
@@ -82,34 +89,121 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def download_assets(assets: list[MediaAsset]) -> list[Fetched]:
-    """Download every asset with its downloader: HTTP ones concurrently, the others one by one."""
+def download_assets(assets: list[MediaAsset], slots: dict) -> list[Fetched]:
+    """Download every asset with its downloader, each at its host's slot (`slots`: asset id ->
+    DownloadSlot, from the claim): a blocked host or a robots.txt refusal sends nothing, HTTP
+    downloads run concurrently on the event loop (each host within its in-flight grant), the others
+    (yt-dlp, gallery-dl) one host per thread, one by one. A download whose slot passed before it
+    could start is not sent (`slot_missed`: it waits for another)."""
     tmp = str(temp_dir())
-    http = [a for a in assets if a.downloader == "http"]
-    results = dict(zip([a.id for a in http], runner.run(_http_all(http, tmp)), strict=True)) if http else {}
+    results = _screen(assets, slots)
+    secrets = {a.id: _secrets(a.project) for a in assets}
+    http = [a for a in assets if a.downloader == "http" and a.id not in results]
+    others = defaultdict(list)
+    for asset in assets:
+        if asset.downloader != "http" and asset.id not in results:
+            others[slots[asset.id].grant.host].append(asset)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
+        running = [pool.submit(_run_others, group, slots, secrets, tmp) for group in others.values()]
+        if http:
+            results |= dict(zip([a.id for a in http], runner.run(_http_all(http, slots, secrets, tmp)), strict=True))
+        for future in running:
+            results |= future.result()
     fetched = []
     for asset in assets:
         rules = project_media_rules(asset.project)
-        files = [results[asset.id]] if asset.id in results else _run_other(asset, rules, tmp)
+        files = results[asset.id] if isinstance(results[asset.id], list) else [results[asset.id]]
         fetched.append(Fetched(asset=asset, files=[vet(f, asset.kind, rules) for f in files]))
     return fetched
 
 
-async def _http_all(assets: list[MediaAsset], tmp: str) -> list[Download]:
-    gate = asyncio.Semaphore(HTTP_CONCURRENCY)
+def _screen(assets: list[MediaAsset], slots: dict) -> dict[int, Download]:
+    """Refusals before any request: a blocked host, and plain HTTP downloads robots.txt disallows
+    (or cannot say about: a robots.txt 5xx holds them back). Every host's Crawl-delay is learnt
+    (yt-dlp's and gallery-dl's too) for the claims that book its slots."""
+    refused, by_project = {}, defaultdict(list)
+    for asset in assets:
+        grant = slots[asset.id].grant
+        if grant.refused:
+            refused[asset.id] = Download(url=asset.url, error_code="host_blocked", error_message=grant.refused)
+        elif asset.project.obey_robots:
+            by_project[asset.project_id].append(asset)
+    for group in by_project.values():
+        project, delays = group[0].project, {}
+        agent, origins = user_agent_of(project), {origin_of(a.url) for a in group}
+        private = allows_private(project)
+        policies = robots_policies(origins, allow_private=private, user_agent=agent, proxy=project.proxy)
+        for asset in group:
+            policy = policies[origin_of(asset.url)]
+            delays[host_of(asset.url)] = policy.crawl_delay(agent)
+            if asset.downloader == "http" and not policy.allows(asset.url, agent):
+                code, message = policy.refusal()
+                refused[asset.id] = Download(url=asset.url, error_code=code, error_message=message)
+        hosts_learn_delays(delays)
+    return refused
+
+
+def _secrets(project: Project) -> tuple[dict, Callable[[str], bool]]:
+    """The project's request headers and cookies, and which URLs they may go to (its own sites)."""
+    secret = dict(project.request_headers or {})
+    if project.cookies:
+        secret["Cookie"] = "; ".join(f"{k}={v}" for k, v in project.cookies.items())
+    domains = project_scope(project).domains if secret else ()
+    return secret, lambda url: secrets_go_to(url, domains)
+
+
+def _slot_passed(slot) -> bool:
+    """Sent now, a request would come closer than the host's delay to the next slot booked."""
+    return bool(slot.grant.spacing) and time.time() > slot.start_at + LATE_SECONDS
+
+
+def _missed(asset: MediaAsset) -> Download:
+    return Download(url=asset.url, error_code=SLOT_MISSED, error_message="waiting for its host's next slot")
+
+
+async def _http_all(assets: list[MediaAsset], slots: dict, secrets: dict, tmp: str) -> list[Download]:
+    gates: dict[str, asyncio.Semaphore] = {}
 
     async def one(asset: MediaAsset) -> Download:
-        rules = project_media_rules(asset.project)
+        slot, rules = slots[asset.id], project_media_rules(asset.project)
         limits = replace(fetch_limits(), max_bytes=rules.max_bytes, total_timeout=settings.CRAWL_MEDIA_TOTAL_TIMEOUT)
         client = runner.client(allow_private=allows_private(asset.project), proxy=asset.project.proxy)
+        gate = gates.setdefault(slot.grant.host, asyncio.Semaphore(slot.grant.in_flight))
         async with gate:
+            await asyncio.sleep(max(0.0, slot.start_at - time.time()))
+            if _slot_passed(slot):
+                return _missed(asset)
+            secret, allowed = secrets[asset.id]
             headers = {"User-Agent": user_agent_of(asset.project)}
-            return await download(client, asset.url, headers=headers, limits=limits, tmp_dir=tmp)
+            return await download(
+                client,
+                asset.url,
+                headers=headers,
+                limits=limits,
+                tmp_dir=tmp,
+                secret_headers=secret,
+                secrets_allowed=allowed,
+            )
 
     return await asyncio.gather(*(one(a) for a in assets))
 
 
-def _run_other(asset: MediaAsset, rules: MediaRules, tmp: str) -> list[Download]:
+def _run_others(assets: list[MediaAsset], slots: dict, secrets: dict, tmp: str) -> dict[int, list[Download]]:
+    """One host's yt-dlp and gallery-dl downloads, one by one, each at its slot."""
+    done = {}
+    for asset in sorted(assets, key=lambda a: slots[a.id].start_at):
+        slot = slots[asset.id]
+        time.sleep(max(0.0, slot.start_at - time.time()))
+        if _slot_passed(slot):
+            done[asset.id] = [_missed(asset)]
+            continue
+        secret, allowed = secrets[asset.id]
+        headers = secret if allowed(asset.url) else {}
+        done[asset.id] = _run_other(asset, project_media_rules(asset.project), tmp, headers)
+    return done
+
+
+def _run_other(asset: MediaAsset, rules: MediaRules, tmp: str, headers: dict) -> list[Download]:
     options = {
         "tmp_dir": tmp,
         "max_bytes": rules.max_bytes,
@@ -121,7 +215,7 @@ def _run_other(asset: MediaAsset, rules: MediaRules, tmp: str) -> list[Download]
     if asset.downloader == "ytdlp":
         from .ytdlp import ytdlp_download  # yt-dlp is heavy to import: only where it is used
 
-        return [ytdlp_download(asset.url, **options)]
+        return [ytdlp_download(asset.url, headers=headers, **options)]
     if asset.downloader == "gallerydl":
         from .gallerydl import gallerydl_download
 

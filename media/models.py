@@ -32,6 +32,12 @@ class MediaAsset(models.Model):
     enqueued_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     next_fetch_at = models.DateTimeField(default=timezone.now)
+    suspect = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Its worker died holding it among others: it is downloaded alone, so an asset that kills "
+        "workers fails alone.",
+    )
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     sha256 = models.CharField(max_length=64, blank=True, default="", db_index=True)
     size = models.BigIntegerField(null=True, blank=True)
@@ -51,6 +57,11 @@ class MediaAsset(models.Model):
             models.Index(fields=["project", "state"], name="asset_project_state"),
             models.Index(fields=["state", "lease_expires_at"], name="asset_state_lease"),
             models.Index(fields=["state", "enqueued_at"], name="asset_state_enqueued", condition=Q(state="queued")),
+            models.Index(  # the download stage's claim: a project's queued assets by due time
+                fields=["project", "next_fetch_at"],
+                name="asset_ready",
+                condition=Q(state="queued", suspect=False),
+            ),
             models.Index(fields=["job_id", "state"], name="asset_job_state", condition=Q(job_id__isnull=False)),
         ]
 

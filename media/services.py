@@ -1,27 +1,31 @@
 """The download stage and asset bookkeeping: link assets to pages, claim, download, store, finish."""
 
 import logging
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from crawl.fetcher import is_transient
-from crawl.frontier.assets import assets_claim, assets_finish, assets_insert
+from crawl.fetcher import SLOT_MISSED, is_transient
+from crawl.frontier.assets import assets_finish, assets_insert, assets_wake_when_due
 from crawl.frontier.discovery import project_scope
-from crawl.frontier.stages import ASSET_PENDING_STATES
-from crawl.frontier.verdicts import Done, Fail, Retry, Verdict
+from crawl.frontier.stages import ASSET_PENDING_STATES, DOWNLOAD
+from crawl.frontier.verdicts import Done, Fail, Postpone, Retry, Verdict
+from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Project
+from crawl.services.politeness import hosts_release
 from crawl.urls import InvalidURL, canonicalize, host_in_domains, host_of, url_key
 from scrape.sinks.records import assets_offer
 
+from .claiming import IDLE_RETRY_SECONDS, assets_claim_round, hosts_record_answers
 from .downloader import Download
 from .downloading import Fetched, clean_stale_temp, download_assets, project_media_rules
 from .models import MediaAsset, PageAsset
 from .storage import StorageUnavailable, store_file
 
 log = logging.getLogger("crawlhub.media")
-RETRYABLE = ("storage_error",)
+RETRYABLE = ("storage_error", "robots_unavailable")
 
 
 def assets_link_many(*, project: Project, refs_by_page: dict[int, list[tuple[str, str]]]) -> set[int]:
@@ -65,17 +69,31 @@ def _wanted_assets(project, refs_by_page) -> tuple[dict[str, MediaAsset], dict[i
     return assets, keys_by_page
 
 
-def assets_download(*, asset_ids: list[int], worker: str = "") -> list[int]:
-    """Download the claimable assets among asset_ids into storage; return the ids finished.
+def assets_download(*, asset_ids: list[int], worker: str = "", wake: str | None = None) -> list[int]:
+    """Download the claimable assets among asset_ids, or, `asset_ids` empty (a wake-up booked for
+    `wake`, an ISO time), the assets ready now across projects and hosts, each at its host's slot
+    (media/claiming.py), into storage; return the ids finished. The stage's next wake-up is booked
+    for when its next asset is due.
 
     Bytes go to a temp file, then to storage under their sha256, and only then is the row marked
     done (by CAS on the lease), so there is never a row without its object or a partial object.
     """
-    token, assets = assets_claim(asset_ids, worker=worker)
-    if not assets:
+    if wake:
+        wakeup_taken(DOWNLOAD, datetime.fromisoformat(wake))
+    claim = assets_claim_round(asset_ids, limit=settings.CRAWL_DOWNLOAD_BATCH, worker=worker)
+    if not claim.assets:
+        hosts_release(claim.token)
+        assets_wake_when_due(least=IDLE_RETRY_SECONDS)
         return []
     clean_stale_temp(older_than=settings.CRAWL_LEASE_SECONDS)
-    return [f.asset.id for f in download_assets(assets) if _finish(f, token, worker)]
+    try:
+        fetched = download_assets(claim.assets, claim.slots)
+    finally:
+        hosts_release(claim.token)
+    hosts_record_answers([f for item in fetched for f in item.files])
+    finished = [f.asset.id for f in fetched if _finish(f, claim.token, worker)]
+    assets_wake_when_due(least=0.0)
+    return finished
 
 
 def _finish(fetched: Fetched, token, worker: str) -> bool:
@@ -106,6 +124,8 @@ def _finish(fetched: Fetched, token, worker: str) -> bool:
 
 
 def _outcome(asset: MediaAsset, files: list[Download]) -> Verdict:
+    if files and files[0].error_code == SLOT_MISSED:  # not sent: it waits for its host's next slot
+        return Postpone(SLOT_MISSED, files[0].error_message, timezone.now())
     if asset.downloader == "gallerydl":
         return _gallery_outcome(asset, files)
     result = files[0]

@@ -12,5 +12,6 @@ from .services import assets_download
     soft_time_limit=settings.CRAWL_DOWNLOAD_SOFT_TIME_LIMIT,
     time_limit=settings.CRAWL_DOWNLOAD_TIME_LIMIT,
 )
-def download_batch(self, asset_ids: list[int], job: int | None = None) -> int:
-    return len(assets_download(asset_ids=asset_ids, worker=self.request.hostname or ""))
+def download_batch(self, asset_ids: list[int], job: int | None = None, wake: str | None = None) -> int:
+    """`asset_ids` empty: a wake-up (booked for the time `wake`), which claims what is ready."""
+    return len(assets_download(asset_ids=asset_ids, worker=self.request.hostname or "", wake=wake))

@@ -86,8 +86,11 @@ def ytdlp_download(
     allow_private: bool,
     user_agent: str,
     proxy: str = "",
+    headers: dict | None = None,
 ) -> Download:
-    """Download the one video behind url; never raises.
+    """Download the one video behind url; never raises. `headers`: sent with yt-dlp's requests
+    besides the User-Agent (the project's, for its own sites: a Cookie among them is bound by
+    yt-dlp to the URL's domain).
 
     On success `path` is a file directly under tmp_dir (`ytdlp-*.<ext>`) and nothing else is left
     behind, so Download.discard() cleans up completely. On failure nothing is left at all; a failure
@@ -101,6 +104,7 @@ def ytdlp_download(
                 work_dir = tempfile.mkdtemp(dir=tmp_dir, prefix="ytdlp-")
                 logger = YtdlpLogger()
                 params = _params(work_dir, max_bytes, socket_timeout, user_agent, logger) | {"proxy": way_out.url}
+                params["http_headers"] = {**(headers or {}), "User-Agent": user_agent}
                 info = _run(url, params)
                 output = _output_path(info, work_dir, max_bytes, logger)
                 _adopt(result, output, info, tmp_dir, max_bytes)
@@ -110,6 +114,9 @@ def ytdlp_download(
                 raise
     except Exception as exc:
         result.error_code, result.error_message = _classify(exc)
+        result.status_code = _http_status(result.error_message) if result.error_code == "ytdlp_error" else None
+        if result.status_code:  # a 429 or 5xx is transient, and tells the host's politeness to slow down
+            result.error_code = f"http_{result.status_code}"
         result.discard()
     finally:
         if work_dir:
@@ -244,6 +251,12 @@ def _find_refusal(exc: BaseException | None) -> Refused | None:
         wrapped = getattr(exc, "exc_info", None)
         exc = (wrapped[1] if wrapped and wrapped[1] is not exc else None) or exc.__cause__ or exc.__context__
     return None
+
+
+def _http_status(message: str) -> int | None:
+    """The HTTP status yt-dlp reports in its error ("HTTP Error 429: Too Many Requests"), if any."""
+    found = re.search(r"HTTP Error (\d{3})", message)
+    return int(found.group(1)) if found else None
 
 
 def _one_line(message: str) -> str:

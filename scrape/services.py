@@ -8,16 +8,25 @@ import logging
 import math
 import re
 import zlib
+from datetime import datetime
 
+from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.db.models import F
 from django.utils import timezone
 
 from crawl.db import upsert
 from crawl.frontier.discovery import pages_discover
-from crawl.frontier.pages import pages_claim_for_extract, pages_extract_again, pages_fetch_resumes, pages_finish
-from crawl.frontier.stages import EXTRACT
+from crawl.frontier.pages import (
+    pages_claim_for_extract,
+    pages_claim_ready_for_extract,
+    pages_extract_again,
+    pages_fetch_resumes,
+    pages_finish,
+)
+from crawl.frontier.stages import EXTRACT, job_scope
 from crawl.frontier.verdicts import Done, Fail
+from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent
 from crawl.retry import atomic_with_retry
 from crawl.services.freshness import revisit, versions_record
@@ -33,16 +42,24 @@ log = logging.getLogger("crawlhub.extract")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def pages_extract(*, page_ids: list[int], worker: str = "") -> int:
-    """Extract the claimable fetched pages among page_ids; returns how many new pages they led to
-    (the frontier publishes them, and the new assets)."""
-    token, pages = pages_claim_for_extract(page_ids, worker=worker)
+def pages_extract(*, page_ids: list[int], worker: str = "", wake: str | None = None) -> int:
+    """Extract the claimable fetched pages among page_ids, or, `page_ids` empty (a wake-up booked
+    for `wake`, an ISO time), the fetched pages ready now across projects; returns how many new
+    pages they led to (the frontier publishes them, and the new assets)."""
+    if wake:
+        wakeup_taken(EXTRACT, datetime.fromisoformat(wake))
+    if page_ids:
+        token, pages = pages_claim_for_extract(page_ids, worker=worker)
+    else:
+        token, pages = pages_claim_ready_for_extract(limit=settings.CRAWL_EXTRACT_BATCH, worker=worker)
     contents = {c.page_id: c for c in PageContent.objects.filter(page_id__in=[p.id for p in pages])}
     by_project: dict[int, list[PageResult]] = {}
     for page in pages:
         by_project.setdefault(page.project_id, []).append(_extract_safely(page, contents.get(page.id)))
-    discovered = sum(_write_batch(results, token, worker) for results in by_project.values())
+    discovered = 0
     for results in by_project.values():
+        with job_scope(results[0].page.job_id):  # a wake-up serves every project's job: its own log and messages
+            discovered += _write_batch(results, token, worker)
         pages_fetch_resumes(results[0].page.project)
     return discovered
 

@@ -8,8 +8,9 @@ from .sinks.delivery import sink_deliver, sinks_tick
 
 
 @shared_task(name="scrape.extract_batch", bind=True, soft_time_limit=170, time_limit=180)
-def extract_batch(self, page_ids: list[int], job: int | None = None) -> int:
-    return pages_extract(page_ids=page_ids, worker=self.request.hostname or "")
+def extract_batch(self, page_ids: list[int], job: int | None = None, wake: str | None = None) -> int:
+    """`page_ids` empty: a wake-up (booked for the time `wake`), which claims what is ready."""
+    return pages_extract(page_ids=page_ids, worker=self.request.hostname or "", wake=wake)
 
 
 @shared_task(name="scrape.deliver", soft_time_limit=110, time_limit=120)

@@ -162,10 +162,12 @@ def test_pause_resume_and_cancel_keep_the_rows(project):
 
 
 def test_task_messages_carry_the_job(project, broker):
+    """The messages that carry ids (the reaper's, one row each) name the job (wake-ups serve every
+    project: their rows' jobs scope what they write)."""
     page = add_page(project, "http://a.test/m", "queued")
     client = redis.Redis.from_url(broker)
     with job_scope(4242):
-        publish_extract([page.id])
+        publish_extract([page.id], batch=1)
     message = json.loads(client.lpop("extract"))
     body = json.loads(base64.b64decode(message["body"]))
     assert (body[0], body[1]) == ([[page.id]], {"job": 4242}), "args and kwargs of scrape.extract_batch"

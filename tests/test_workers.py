@@ -61,3 +61,37 @@ def test_the_reaper_runs_at_once_while_ten_thousand_fetch_messages_are_owed(brok
         worker.stop(timeout=5)
     assert Page.objects.get(id=page_id).state == "queued", (tmp_path / "worker.log").read_text()[-2000:]
     assert owed > 5_000, f"the reaper ran after {waited:.1f} s, with {owed} fetch messages still owed"
+
+
+def test_a_jobs_tick_runs_at_once_while_ten_thousand_fetch_messages_are_owed(broker, worker_env, tmp_path):
+    """The jobs tick rides the control queue too: a job whose project owes nothing more ends as soon
+    as a tick is sent, with 10,000 fetch messages queued in front of the worker."""
+    import time
+
+    from console.models import Job
+    from console.tasks import jobs_tick_task
+    from crawl.services.projects import project_get_or_create
+
+    project = project_get_or_create(name="ticked", allow_private=True)
+    job = Job.objects.create(project=project, state=Job.State.RUNNING, trigger=Job.Trigger.COMMAND)
+    queue = redis.Redis.from_url(broker)
+    for n in range(10_000):
+        fetch_batch.apply_async(args=([10**9 + n],), queue="fetch")
+    worker = WorkerProcess(
+        queues="fetch", name="ticks@%h", concurrency=1, log_file=tmp_path / "worker.log", env=worker_env
+    )
+    worker.start()
+    try:
+        sent = time.monotonic()
+        jobs_tick_task.apply_async(queue="control")
+        while Job.objects.get(id=job.id).state == Job.State.RUNNING and time.monotonic() - sent < 60:
+            time.sleep(0.2)
+        waited = time.monotonic() - sent
+        owed = queue.llen("fetch")
+    finally:
+        worker.stop(timeout=5)
+    job.refresh_from_db()
+    assert (job.state, job.message) == (Job.State.SUCCEEDED, "nothing was owed"), (tmp_path / "worker.log").read_text()[
+        -2000:
+    ]
+    assert owed > 5_000, f"the jobs tick ran after {waited:.1f} s, with {owed} fetch messages still owed"

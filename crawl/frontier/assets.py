@@ -2,17 +2,21 @@
 waited for them."""
 
 import uuid
+from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from crawl.db import chunked, insert_new
-from crawl.models import Page
+from crawl.models import Page, Project
 
 from . import stages
+from .fair import fair_rows
 from .leases import lease_claim, lease_finish, lease_holder
 from .pages import failures_log, pages_complete
-from .verdicts import Done, Fail, Retry, Verdict, error_columns, retry_at
+from .verdicts import Done, Fail, Postpone, Retry, Verdict, error_columns, retry_at
 from .wakeups import waiting_until, wakeups_group
 
 CHUNK = 500
@@ -37,13 +41,76 @@ def assets_insert(rows: list, *, done: bool = False) -> list[int]:
     return new_ids
 
 
-def assets_claim(asset_ids: list[int], *, worker: str = "") -> tuple[uuid.UUID, list]:
-    """Lease the due queued assets among asset_ids in the name of `worker` (an expired lease goes
-    back through the reaper)."""
+def assets_ready(*, limit: int) -> list[tuple[int, int, str]]:
+    """(id, project_id, url) of up to `limit` queued assets due now, fair between projects (an
+    equal share each, earliest due first, interleaved). Rows another claim holds locked are skipped
+    (PostgreSQL), so claims running at once take different assets; the caller's transaction holds
+    the locks until it leases them. Each share is one probe of the asset_ready index."""
+    return fair_rows(_project_ids(), limit, _due_rows)
+
+
+def _project_ids() -> list[int]:
+    return list(Project.objects.order_by("id").values_list("id", flat=True))
+
+
+def _due_rows(project_id: int, offset: int, count: int) -> list[tuple[int, int, str]]:
+    model = _assets()
+    rows = model.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+        project_id=project_id, state=model.State.QUEUED, suspect=False, next_fetch_at__lte=timezone.now()
+    )
+    return list(rows.order_by("next_fetch_at").values_list("id", "project_id", "url")[offset : offset + count])
+
+
+def assets_next_due() -> datetime | None:
+    """When the earliest queued asset is due (None: none waits): one index probe per project."""
+    model, first = _assets(), None
+    for project_id in _project_ids():
+        waiting = model.objects.filter(project_id=project_id, state=model.State.QUEUED, suspect=False)
+        due = waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
+        first = due if first is None or (due is not None and due < first) else first
+    return first
+
+
+def assets_wake_when_due(*, least: float) -> None:
+    """Book the download stage's next wake-up for when its earliest queued asset is due, and at
+    least `least` seconds from now."""
+    due = assets_next_due()
+    if due is not None:
+        seconds = (due - timezone.now()).total_seconds()
+        stages.wake_stage(stages.DOWNLOAD, countdown=max(seconds, least))
+
+
+def assets_wait(starts: dict[int, datetime]) -> int:
+    """Queued assets whose host cannot take them now wait for the start time each was given (their
+    host's next free slots): no claim looks at them before then. A wait too long for a wake-up
+    message has no `enqueued_at`: the reaper hands it out once due. Returns rows changed."""
+    model, now = _assets(), timezone.now()
+    rows = [model(id=i, **waiting_until(at, now)) for i, at in starts.items()]
+    return model.objects.bulk_update(rows, ["next_fetch_at", "enqueued_at"])
+
+
+def assets_send_alone(waits: dict[int, float]) -> None:
+    """The reaper's assets (each claimed alone, by id) that a claim could not start now: each is
+    sent again, alone, for when its host can take it (`waits`: seconds from now); a wait longer
+    than a wake-up message may be delayed is left to the reaper."""
+    for asset_id, seconds in waits.items():
+        if seconds <= settings.CRAWL_WAKEUP_MAX_SECONDS:
+            stages.after_commit(stages.publish_download, [asset_id], countdown=seconds, batch=1)
+
+
+def assets_wake_more() -> None:
+    """A claim took a full batch: more may be ready, for another worker process (after the commit)."""
+    transaction.on_commit(lambda: stages.wake_stage(stages.DOWNLOAD))
+
+
+def assets_claim(asset_ids: list[int], *, worker: str = "", token: uuid.UUID | None = None) -> tuple[uuid.UUID, list]:
+    """Lease the due queued assets among asset_ids in the name of `worker`, under `token` when given
+    (the host capacity booked for them is held under it); an expired lease goes back through the
+    reaper."""
     model, now = _assets(), timezone.now()
     claimable = Q(state=model.State.QUEUED, next_fetch_at__lte=now)
     holder = {"downloaded_by": lease_holder(worker)} if worker else {}
-    return lease_claim(model, asset_ids, claimable=claimable, state=model.State.LEASED, **holder)
+    return lease_claim(model, asset_ids, claimable=claimable, token=token, state=model.State.LEASED, **holder)
 
 
 def assets_finish(*, token: uuid.UUID, verdicts: list[tuple[object, Verdict]]) -> set[int]:
@@ -63,9 +130,17 @@ def assets_finish(*, token: uuid.UUID, verdicts: list[tuple[object, Verdict]]) -
 
 
 def _columns(model, asset, verdict: Verdict, now) -> dict:
+    cleared = {"suspect": False} if asset.suspect else {}  # it came back without killing its worker
     if isinstance(verdict, Done):
-        return verdict.fields | {"state": model.State.DONE, "error_code": "", "error_message": ""}
+        return verdict.fields | cleared | {"state": model.State.DONE, "error_code": "", "error_message": ""}
+    return cleared | _error_columns(model, asset, verdict, now)
+
+
+def _error_columns(model, asset, verdict: Verdict, now) -> dict:
     error = error_columns(verdict)
+    if isinstance(verdict, Postpone):  # its host's slot passed, or its host holds back: no attempt spent
+        wait = waiting_until(verdict.until, now)
+        return verdict.fields | error | wait | {"state": model.State.QUEUED, "attempts": F("attempts") - 1}
     if isinstance(verdict, Retry):
         due = retry_at(asset.attempts, now)
         if due is not None:
@@ -89,19 +164,22 @@ def assets_retry(assets) -> int:
             lease_token=None,
             lease_expires_at=None,
             enqueued_at=now,
+            suspect=False,
         )
         stages.after_commit(stages.publish_download, chunk)
     return len(ids)
 
 
 def assets_publish_owed(assets) -> int:
-    """Publish the due queued assets of the queryset (start, resume). Returns assets published."""
+    """Publish the due queued assets of the queryset (start, resume): a wake-up for them all, the
+    reaper's suspects one by one. Returns assets published."""
     model, now = _assets(), timezone.now()
-    ids = list(assets.filter(state=model.State.QUEUED, next_fetch_at__lte=now).values_list("id", flat=True))
-    for chunk in chunked(ids, CHUNK):
-        model.objects.filter(id__in=chunk, state=model.State.QUEUED).update(enqueued_at=now)
-        stages.after_commit(stages.publish_download, chunk)
-    return len(ids)
+    rows = list(assets.filter(state=model.State.QUEUED, next_fetch_at__lte=now).values_list("id", "suspect"))
+    for chunk in chunked(rows, CHUNK):
+        model.objects.filter(id__in=[r[0] for r in chunk], state=model.State.QUEUED).update(enqueued_at=now)
+        stages.after_commit(stages.publish_download, [r[0] for r in chunk if not r[1]])
+        stages.after_commit(stages.publish_download, [r[0] for r in chunk if r[1]], batch=1)
+    return len(rows)
 
 
 def pages_waiting_complete(*, asset_ids: list[int] | None = None, project_id: int | None = None) -> int:

@@ -15,6 +15,7 @@ from collections import Counter
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
@@ -23,6 +24,7 @@ from crawl.health import health_count
 from crawl.models import Page, PageContent, Project
 
 from . import stages
+from .fair import fair_rows
 from .leases import lease_claim, lease_finish, lease_holder
 from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at, retry_later_at
 from .wakeups import waiting_until, wakeups_group
@@ -141,6 +143,31 @@ def pages_claim_for_extract(page_ids: list[int], *, worker: str = "") -> tuple[u
     claimable = Q(state=FETCHED, attempts__lt=settings.CRAWL_MAX_ATTEMPTS, lease_token__isnull=True)
     holder = {"extracted_by": lease_holder(worker)} if worker else {}
     return lease_claim(Page, page_ids, claimable=claimable, **holder)
+
+
+@transaction.atomic
+def pages_claim_ready_for_extract(*, limit: int, worker: str = "") -> tuple[uuid.UUID, list[Page]]:
+    """Lease up to `limit` fetched pages nobody holds, fair between projects (an equal share each,
+    highest priority first), in one short transaction: rows another claim holds locked are skipped
+    (PostgreSQL), so claims running at once take different pages. A full batch wakes the stage
+    again after the commit (more may be ready, for another worker process). Each share is one
+    probe of the page_extract_ready index: the cost follows the batch, not the backlog."""
+    projects = list(Project.objects.order_by("id").values_list("id", flat=True))
+    ids = fair_rows(projects, limit, _extractable_ids)
+    if len(ids) >= limit:
+        transaction.on_commit(lambda: stages.wake_stage(stages.EXTRACT))
+    return pages_claim_for_extract(ids, worker=worker)
+
+
+def _extractable_ids(project_id: int, offset: int, count: int) -> list[int]:
+    rows = Page.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+        project_id=project_id,
+        state=FETCHED,
+        lease_token__isnull=True,
+        suspect=False,
+        attempts__lt=settings.CRAWL_MAX_ATTEMPTS,
+    )
+    return list(rows.order_by("-priority", "id").values_list("id", flat=True)[offset : offset + count])
 
 
 def pages_finish(*, token: uuid.UUID, stage: str, verdicts: list[tuple[Page, Verdict]]) -> set[int]:
@@ -299,7 +326,8 @@ def pages_publish_owed(pages) -> int:
         stages.after_commit(stages.publish_fetch, [r[0] for r in fetch], {r[0]: r[1] for r in fetch})
         suspects = [r[0] for r in chunk if r[2] == QUEUED and r[3]]
         stages.after_commit(stages.publish_fetch, suspects, batch=1)
-        stages.after_commit(stages.publish_extract, [r[0] for r in chunk if r[2] == FETCHED])
+        stages.after_commit(stages.publish_extract, [r[0] for r in chunk if r[2] == FETCHED and not r[3]])
+        stages.after_commit(stages.publish_extract, [r[0] for r in chunk if r[2] == FETCHED and r[3]], batch=1)
     return len(rows)
 
 
@@ -320,6 +348,7 @@ def pages_extract_again(pages) -> int:
             enqueued_at=now,
             error_code="",
             error_message="",
+            suspect=False,
         )
         stages.after_commit(stages.publish_extract, chunk)
     return len(ids)

@@ -1,5 +1,6 @@
 """The sweeper: recovers lost work only. Expired leases go back to their stage (or fail once their
-attempts are spent), and owed work that no message carries is published again.
+attempts are spent), a stage with ready work is woken up, and the rows the reaper sends one by one
+whose message was lost are sent again.
 
 Celery on Redis can lose a message (a killed worker's prefetch, a restarted broker) and a worker
 can die between commit and publish. The rows say what is owed, so this re-derives the messages
@@ -21,7 +22,7 @@ from crawl.models import HostLease, Page
 from media.downloading import clean_stale_temp
 
 from . import stages
-from .assets import _assets, pages_waiting_complete
+from .assets import _assets, assets_next_due, pages_waiting_complete
 from .leases import lease_expired
 from .pages import pages_next_due
 from .upkeep import tables_upkeep
@@ -61,9 +62,8 @@ def reap(*, project_id: int | None = None) -> ReapReport:
         report.leases_failed += counts[0]
         report.leases_expired += counts[1]
     report.fetch_republished = _republish_fetch(pages)
-    unleased = pages.filter(state=Page.State.FETCHED, lease_expires_at__isnull=True)
-    report.extract_republished = _republish(unleased, stages.publish_extract)
-    report.download_republished = _republish(assets.filter(state="queued"), stages.publish_download)
+    report.extract_republished = _republish_extract(pages)
+    report.download_republished = _republish_download(assets)
     report.pages_completed = pages_waiting_complete(project_id=project_id)
     report.temp_files_removed = clean_stale_temp(older_than=settings.CRAWL_LEASE_SECONDS)
     report.upkeep = tables_upkeep()
@@ -140,7 +140,7 @@ def _expire_extract_leases(pages) -> tuple[int, int]:
     return _expire(
         pages.filter(state=Page.State.FETCHED),
         fail_columns={"state": Page.State.FAILED},
-        back_columns={},
+        back_columns={"suspect": True},
         publish=stages.publish_extract,
     )
 
@@ -149,7 +149,7 @@ def _expire_asset_leases(assets) -> tuple[int, int]:
     return _expire(
         assets.filter(state="leased"),
         fail_columns={"state": "failed"},
-        back_columns={"state": "queued"},
+        back_columns={"state": "queued", "suspect": True},
         publish=stages.publish_download,
     )
 
@@ -177,6 +177,24 @@ def _republish_fetch(pages) -> int:
     return len(ids)
 
 
+def _republish_extract(pages) -> int:
+    """The extract stage pulls fetched pages nobody holds: when any waits, a wake-up is booked (a
+    lost one is stale after seconds, so this sends a new one). Its suspects whose message was lost
+    are sent again, one per message. Returns suspects sent."""
+    unleased = pages.filter(state=Page.State.FETCHED, lease_token__isnull=True)
+    if unleased.filter(suspect=False).exists():
+        stages.wake_stage(stages.EXTRACT)
+    return _republish(unleased.filter(suspect=True), stages.publish_extract)
+
+
+def _republish_download(assets) -> int:
+    """The same for the download stage's queued assets, once one is due."""
+    due = assets_next_due()
+    if due is not None and due <= timezone.now():
+        stages.wake_stage(stages.DOWNLOAD)
+    return _republish(assets.filter(state="queued", suspect=True), stages.publish_download)
+
+
 def _republish(qs, publish) -> int:
     now = timezone.now()
     lost = _lost(qs, now)
@@ -184,5 +202,5 @@ def _republish(qs, publish) -> int:
         lost = lost.filter(next_fetch_at__lte=now)
     ids = list(lost.order_by("id").values_list("id", flat=True)[:REPUBLISH_LIMIT])
     qs.model.objects.filter(id__in=ids).update(enqueued_at=now)
-    stages.after_commit(publish, ids)
+    stages.after_commit(publish, ids, batch=SUSPECT_BATCH)
     return len(ids)

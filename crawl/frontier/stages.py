@@ -1,9 +1,10 @@
 """The stage order (fetch -> extract -> download), the stage each state is owed to, and the
-publishers that hand a stage its ids.
+publishers that wake a stage up.
 
 Only the frontier calls the publishers, always after the writes they depend on are committed. A
-message is a wake-up call, never the truth: a lost one is republished by the reaper from the rows,
-a duplicate claims nothing.
+message is a wake-up call, never the truth: every stage claims what is ready from the rows, so a
+lost one costs the next wake-up (the reaper books one when ready work waits), a duplicate claims
+nothing.
 """
 
 from contextlib import contextmanager
@@ -83,7 +84,12 @@ def publish_fetch(
         wake_stage(FETCH, countdown=countdown)
 
 
-WAKE_TASKS = {FETCH: "crawl.fetch_batch", RENDER: "crawl.render_batch"}
+WAKE_TASKS = {
+    FETCH: "crawl.fetch_batch",
+    RENDER: "crawl.render_batch",
+    EXTRACT: "scrape.extract_batch",
+    DOWNLOAD: "media.download_batch",
+}
 
 
 def wake_stage(queue: str, *, countdown: float = 0.0) -> bool:
@@ -105,11 +111,22 @@ def wake_stage(queue: str, *, countdown: float = 0.0) -> bool:
 
 
 def publish_extract(page_ids: list[int], *, batch: int | None = None) -> None:
-    _send("scrape.extract_batch", list(page_ids), batch or settings.CRAWL_EXTRACT_BATCH, 0.0)
+    """Wake the extract stage for these fetched pages: like fetch, it claims whatever is ready
+    (scrape/services.py). `batch=1` is the reaper's: pages a dead worker held among others go out
+    one id per message, claimed alone."""
+    if batch == 1:
+        _send("scrape.extract_batch", list(page_ids), 1, 0.0)
+    elif page_ids:
+        wake_stage(EXTRACT)
 
 
 def publish_download(asset_ids: list[int], *, countdown: float = 0.0, batch: int | None = None) -> None:
-    _send("media.download_batch", list(asset_ids), batch or settings.CRAWL_DOWNLOAD_BATCH, countdown)
+    """Wake the download stage for these queued assets, now or in `countdown` seconds: it claims
+    whatever is ready (media/services.py). `batch=1` is the reaper's, one id per message."""
+    if batch == 1:
+        _send("media.download_batch", list(asset_ids), 1, countdown)
+    elif asset_ids:
+        wake_stage(DOWNLOAD, countdown=countdown)
 
 
 def after_commit(publish, ids, *args, **kwargs) -> None:
