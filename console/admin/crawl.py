@@ -71,6 +71,7 @@ class ProjectAdmin(ProjectScopedAdmin):
                 "fields": (
                     "recrawl_every_minutes",
                     "recrawl_crontab",
+                    "recrawl_mode",
                     "revisit_min_seconds",
                     "revisit_max_seconds",
                     "hub_revisit_seconds",
