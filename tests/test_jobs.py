@@ -116,7 +116,9 @@ def test_a_job_whose_every_page_failed_failed(project):
 
 def test_pages_robots_txt_forbids_do_not_make_a_job_failed(project):
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
-    forbidden = [add_page(project, f"http://a.test/private/{n}", "failed", error_code="robots_disallowed") for n in (1, 2)]
+    forbidden = [
+        add_page(project, f"http://a.test/private/{n}", "failed", error_code="robots_disallowed") for n in (1, 2)
+    ]
     stamp(job, *forbidden)
     jobs.jobs_tick()
     job.refresh_from_db()
