@@ -171,7 +171,10 @@ class ProjectAdmin(ProjectScopedAdmin):
         count = sum(jobs.project_resume(project=project) for project in queryset)
         self.message_user(request, f"{count} projects resumed.", messages.SUCCESS)
 
-    @admin.action(description="Cancel the current job (owed work stays queued; Start resumes it)", permissions=["run"])
+    @admin.action(
+        description="Cancel the current job (owed work stays queued; Start resumes it; the schedule still runs)",
+        permissions=["run"],
+    )
     def cancel(self, request, queryset):
         count = sum(jobs.job_cancel(job=job, user=request.user) for job in map(jobs.job_current, queryset) if job)
         self.message_user(request, f"{count} jobs cancelled.", messages.SUCCESS)
