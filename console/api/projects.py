@@ -140,12 +140,18 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         return Response(project_progress(project) | {"errors": project_errors(project), "warnings": warnings})
 
     @extend_schema(
-        summary="Export pages, items or assets as JSON lines or CSV (streamed), or stored pages as WARC",
+        summary="Export pages, items (CSV: a column per field) or assets as JSON lines or CSV, streamed, or "
+        "stored pages as WARC",
         parameters=[
             OpenApiParameter(
                 "format", enum=["jsonl", "csv", "warc"], default="jsonl", description="File format (warc: pages)."
             ),
             OpenApiParameter("what", enum=["assets", "items", "pages"], default="pages", description="Rows."),
+            OpenApiParameter(
+                "kind", str, description="Only rows of this kind (items: page, rule:NAME, api, spider)."
+            ),
+            OpenApiParameter("job", int, description="Only the rows of this job (items: of the pages it fetched)."),
+            OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only rows changed since this time."),
         ],
         responses={
             (200, CONTENT_TYPES["jsonl"]): OpenApiTypes.STR,
@@ -166,7 +172,8 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         query.is_valid(raise_exception=True)
         if query.validated_data["format"] == "warc":
             return warc_response(project)
-        return export_response(project, what=query.validated_data["what"], fmt=query.validated_data["format"])
+        data = query.validated_data
+        return export_response(project, what=data["what"], fmt=data["format"], rows=query.rows())
 
 
 def _refuse_network_changes(user, changed: list[str]) -> None:

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from console.access import may, projects_for, sees
-from console.exports import FIELDS
+from console.exports import FIELDS, ExportFilter
 from console.secrets import MASK
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import project_named_alike, seed_problem
@@ -295,11 +295,20 @@ class PagesRetrySerializer(KnownFieldsOnly, serializers.Serializer):
 class ExportQuerySerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=["jsonl", "csv", "warc"], default="jsonl")
     what = serializers.ChoiceField(choices=sorted(FIELDS), default="pages")
+    kind = serializers.CharField(required=False, max_length=80, help_text="Only rows of this kind.")
+    job = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="Only this job's rows.")
+    since = serializers.DateTimeField(required=False, help_text="Only rows changed since (ISO 8601).")
 
     def validate(self, attrs: dict) -> dict:
         if attrs["format"] == "warc" and attrs["what"] != "pages":
             raise serializers.ValidationError({"what": "A WARC holds stored pages: drop what or use what=pages."})
+        if attrs["format"] == "warc" and {"kind", "job", "since"} & set(attrs):
+            raise serializers.ValidationError({"format": "kind, job and since filter the jsonl and csv exports."})
         return attrs
+
+    def rows(self) -> ExportFilter:
+        data = self.validated_data
+        return ExportFilter(kind=data.get("kind") or None, job=data.get("job"), since=data.get("since"))
 
 
 class ActionResultSerializer(serializers.Serializer):
