@@ -25,6 +25,7 @@ def embedded_env(tmp_path):
     assert run_manage(["migrate", "-v0"], env).returncode == 0
     return env
 
+
 SCRIPT = """
 import json, sys
 import crawlhub

@@ -147,9 +147,7 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
                 "format", enum=["jsonl", "csv", "warc"], default="jsonl", description="File format (warc: pages)."
             ),
             OpenApiParameter("what", enum=["assets", "items", "pages"], default="pages", description="Rows."),
-            OpenApiParameter(
-                "kind", str, description="Only rows of this kind (items: page, rule:NAME, api, spider)."
-            ),
+            OpenApiParameter("kind", str, description="Only rows of this kind (items: page, rule:NAME, api, spider)."),
             OpenApiParameter("job", int, description="Only the rows of this job (items: of the pages it fetched)."),
             OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only rows changed since this time."),
         ],
