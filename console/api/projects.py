@@ -57,7 +57,7 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     project_path = "pk"
     action_permissions = read_write("project") | {
         "progress": "crawl.view_project",
-        **dict.fromkeys(("start", "pause", "resume", "recrawl", "retry_failed"), RUN),
+        **dict.fromkeys(("start", "pause", "resume", "recrawl", "retry_failed", "reextract"), RUN),
         "export": EXPORT,
     }
 
@@ -131,6 +131,15 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
             project=project, trigger=Job.Trigger.API, user=request.user, error_code=error_code
         )
         return Response({"requeued": requeued, "job": job.id})
+
+    @extend_schema(request=None, responses=s.ReextractResultSerializer, summary="Re-extract stored pages (a job)")
+    @action(detail=True, methods=["post"])
+    def reextract(self, request: Request, slug: str) -> Response:
+        """Extract the project's stored pages again with its current rules and spider; nothing is
+        refetched. The answer names the job and the pages queued for extraction."""
+        project = self.get_object()
+        _job, queued = jobs.crawl_reextract(project=project, trigger=Job.Trigger.API, user=request.user)
+        return self._result(project, queued=queued)
 
     @extend_schema(responses=s.ProgressSerializer, summary="Pages and assets per state, failures per error code")
     @action(detail=True, methods=["get"])

@@ -62,8 +62,19 @@ class ItemViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
 class AssetViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Media assets, with a download URL once stored."""
 
-    action_permissions = read_only("mediaasset", app="media")
+    action_permissions = read_only("mediaasset", app="media") | {"retry": "console.run_project"}
     queryset = MediaAsset.objects.select_related("project")
     serializer_class = s.AssetSerializer
     filterset_class = AssetFilter
     lookup_value_regex = s.ID_PATTERN
+
+    @extend_schema(
+        request=s.AssetsRetrySerializer, responses=s.AssetsRequeuedSerializer, summary="Retry selected failed downloads"
+    )
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def retry(self, request: Request) -> Response:
+        """Queue the failed assets among `ids` again with fresh attempts; others are left alone."""
+        body = s.AssetsRetrySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        assets = scoped(MediaAsset.objects.filter(id__in=body.validated_data["ids"]), request.user)
+        return Response({"requeued": control.assets_retry(assets=assets)})

@@ -283,6 +283,19 @@ class RecrawlSerializer(KnownFieldsOnly, serializers.Serializer):
     )
 
 
+class AssetsRetrySerializer(KnownFieldsOnly, serializers.Serializer):
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        min_length=1,
+        max_length=10_000,
+        help_text="Ids of failed media assets; assets that are not failed are left alone.",
+    )
+
+
+class AssetsRequeuedSerializer(serializers.Serializer):
+    requeued = serializers.IntegerField(help_text="Failed assets queued again with fresh attempts.")
+
+
 class PagesRetrySerializer(KnownFieldsOnly, serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
@@ -327,6 +340,10 @@ class PauseResultSerializer(ActionResultSerializer):
 
 class QueuedResultSerializer(ActionResultSerializer):
     queued = serializers.IntegerField(help_text="Finished pages queued again (the reaper publishes them).")
+
+
+class ReextractResultSerializer(ActionResultSerializer):
+    queued = serializers.IntegerField(help_text="Stored pages queued for extraction again.")
 
 
 class RequeuedResultSerializer(serializers.Serializer):
