@@ -81,6 +81,15 @@ def test_reextract_and_asset_retry_are_operator_actions(teams, member):  # noqa:
     ), "another team's asset is left alone"
 
 
+def test_pages_are_fetched_again_on_request_like_the_admins_action(teams, member):  # noqa: F811
+    done = add_page(teams[0], "http://a.test/done", "done")
+    theirs = add_page(teams[1], "http://b.test/done", "done")
+    assert api(member("viewer")).post("/api/pages/requeue/", {"ids": [done.id]}, format="json").status_code == 403
+    answer = api(member("operator")).post("/api/pages/requeue/", {"ids": [done.id, theirs.id]}, format="json")
+    assert answer.json() == {"requeued": 1}
+    assert (Page.objects.get(id=done.id).state, Page.objects.get(id=theirs.id).state) == ("queued", "done")
+
+
 def test_try_a_url_answers_the_admins_report_with_its_permissions(teams, member):  # noqa: F811
     site = Site(files={"/p": (200, HTML, b"<title>Kettle</title><div class=product><h2>Kettle</h2></div>")})
     operator = api(member("operator"))
@@ -109,6 +118,7 @@ def test_the_openapi_schema_describes_the_controls(admin_client):
         "/api/hosts/{host}/unblock/",
         "/api/projects/{slug}/reextract/",
         "/api/assets/retry/",
+        "/api/pages/requeue/",
         "/api/try/",
     ):
         assert path in paths, path

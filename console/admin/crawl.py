@@ -161,7 +161,10 @@ class ProjectAdmin(ProjectScopedAdmin):
     def start(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_start, "started")
 
-    @admin.action(description="Pause the current job (claimed batches finish, queued work waits)", permissions=["run"])
+    @admin.action(
+        description="Pause the current job and the recrawl schedule (claimed batches finish, queued work waits)",
+        permissions=["run"],
+    )
     def pause(self, request, queryset):
         count = sum(jobs.project_pause(project=project) for project in queryset)
         self.message_user(request, f"{count} projects paused.", messages.SUCCESS)

@@ -21,7 +21,7 @@ class PageViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Every URL of the user's projects and where it is in the pipeline (never the stored body)."""
 
     queryset = Page.objects.select_related("project")
-    action_permissions = read_only("page") | {"retry": "console.run_project"}
+    action_permissions = read_only("page") | {"retry": "console.run_project", "requeue": "console.run_project"}
     serializer_class = s.PageSerializer
     filterset_class = PageFilter
     lookup_value_regex = s.ID_PATTERN
@@ -37,6 +37,18 @@ class PageViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
         pages = scoped(Page.objects.filter(id__in=body.validated_data["ids"]), request.user)
         requeued = control.pages_retry(pages=pages)
         return Response({"requeued": requeued})
+
+    @extend_schema(
+        request=s.PagesRetrySerializer, responses=s.PagesRequeuedSerializer, summary="Fetch selected pages again now"
+    )
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def requeue(self, request: Request) -> Response:
+        """Fetch the finished or failed pages among `ids` again now (conditional GET where validators
+        are stored); pages still owed are left alone."""
+        body = s.PagesRetrySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        pages = scoped(Page.objects.filter(id__in=body.validated_data["ids"]), request.user)
+        return Response({"requeued": control.pages_requeue(pages=pages)})
 
 
 class FailureViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):

@@ -292,6 +292,10 @@ class AssetsRetrySerializer(KnownFieldsOnly, serializers.Serializer):
     )
 
 
+class PagesRequeuedSerializer(serializers.Serializer):
+    requeued = serializers.IntegerField(help_text="Finished or failed pages queued again.")
+
+
 class AssetsRequeuedSerializer(serializers.Serializer):
     requeued = serializers.IntegerField(help_text="Failed assets queued again with fresh attempts.")
 
