@@ -37,12 +37,24 @@ def project_start(*, project: Project) -> int:
 
 @transaction.atomic
 def project_pause(*, project: Project) -> bool:
-    """Stop handing out the project's work. Batches already claimed finish; queued rows stay queued
-    (no message is lost: claims skip paused projects, and resume republishes). False if already paused."""
-    changed = Project.objects.filter(id=project.id, status=Project.Status.ACTIVE).update(status=Project.Status.PAUSED)
+    """Stop handing out the project's work, and its recrawl schedule. Batches already claimed finish;
+    queued rows stay queued (no message is lost: claims skip paused projects, and resume
+    republishes). False if already paused."""
+    rows = Project.objects.filter(id=project.id).exclude(status=Project.Status.PAUSED)
+    changed = rows.update(status=Project.Status.PAUSED)
     project.status = Project.Status.PAUSED
     if changed:
         _sync_schedule(project)
+    return bool(changed)
+
+
+@transaction.atomic
+def project_stop(*, project: Project) -> bool:
+    """Stop handing out the project's work (its job was cancelled) but keep its recrawl schedule: the
+    next tick makes it active again. A paused project stays paused. False if it was not active."""
+    changed = Project.objects.filter(id=project.id, status=Project.Status.ACTIVE).update(status=Project.Status.STOPPED)
+    if changed:
+        project.status = Project.Status.STOPPED
     return bool(changed)
 
 

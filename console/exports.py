@@ -7,9 +7,15 @@ import re
 import tarfile
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from datetime import time as time_of_day
 from itertools import islice
 
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 
 from crawl.models import Page, Project
 from media.models import MediaAsset, PageAsset
@@ -58,34 +64,112 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_AFTER_SEPARATOR = re.compile(r"(?<=[;,|\t])(?=[=+\-@])")
 
 
-def export_rows(project: Project, what: str) -> Iterator[dict]:
+@dataclass(frozen=True)
+class ExportFilter:
+    """Which rows an export holds: of one kind (pages: page, sitemap or feed; items: page,
+    rule:<name>, api or spider; assets: image, video, audio...), of the pages or assets one job
+    claimed, and changed since a time (an incremental export)."""
+
+    kind: str | None = None
+    job: int | None = None
+    since: datetime | None = None
+
+    def apply(self, queryset: QuerySet, *, job_path: str = "job_id") -> QuerySet:
+        if self.kind:
+            queryset = queryset.filter(kind=self.kind)
+        if self.job is not None:
+            queryset = queryset.filter(**{job_path: self.job})
+        if self.since is not None:
+            queryset = queryset.filter(updated_at__gte=self.since)
+        return queryset
+
+
+EVERYTHING = ExportFilter()
+
+
+def parse_since(text: str) -> datetime:
+    """An ISO 8601 time ("2026-11-26T08:00:00Z", "2026-11-26 08:00") or date (midnight); without a
+    zone, UTC. ValueError with the accepted forms otherwise."""
+    when = parse_datetime(text.strip())
+    if when is None and (day := parse_date(text.strip())) is not None:
+        when = datetime.combine(day, time_of_day.min)
+    if when is None:
+        raise ValueError(f"{text!r} is not a time: use ISO 8601, like 2026-11-26T08:00:00Z or 2026-11-26")
+    return when if timezone.is_aware(when) else timezone.make_aware(when, UTC)
+
+
+def export_rows(project: Project, what: str, rows: ExportFilter = EVERYTHING) -> Iterator[dict]:
     if what == "pages":
-        qs = Page.objects.filter(project=project).order_by("id").values(*PAGE_FIELDS)
+        qs = rows.apply(Page.objects.filter(project=project)).order_by("id").values(*PAGE_FIELDS)
         yield from qs.iterator(chunk_size=CHUNK)
     elif what == "items":
-        qs = Item.objects.filter(project=project).order_by("id").values("page__url", *ITEM_FIELDS[1:])
+        qs = _items(project, rows).order_by("id").values("page__url", *ITEM_FIELDS[1:])
         for row in qs.iterator(chunk_size=CHUNK):
             yield {"url": row.pop("page__url"), **row}
     elif what == "assets":
-        yield from _asset_rows(project)
+        yield from _asset_rows(project, rows)
     else:
         raise ValueError(f"cannot export {what!r}: choose pages, items or assets")
 
 
-def export_count(project: Project, what: str) -> int:
-    """How many rows export_rows(project, what) yields (for progress)."""
-    model = {"pages": Page, "items": Item, "assets": MediaAsset}[what]
-    return model.objects.filter(project=project).count()
+def _items(project: Project, rows: ExportFilter) -> QuerySet:
+    return rows.apply(Item.objects.filter(project=project), job_path="page__job_id")
 
 
-def _asset_rows(project: Project) -> Iterator[dict]:
+def export_count(project: Project, what: str, rows: ExportFilter = EVERYTHING) -> int:
+    """How many rows export_rows(project, what, rows) yields (for progress)."""
+    if what == "items":
+        return _items(project, rows).count()
+    model = {"pages": Page, "assets": MediaAsset}[what]
+    return rows.apply(model.objects.filter(project=project)).count()
+
+
+def item_columns(project: Project, rows: ExportFilter = EVERYTHING) -> list[str]:
+    """The items CSV's columns: url and kind, one per field of the items' data (sorted by name: the
+    database keeps no field order; a field named like a fixed column is "data.<name>"; data that is
+    not an object is "value"), then errors and updated_at. One pass over the data, a chunk at a time."""
+    fields: dict[str, None] = {}
+    for data in _items(project, rows).order_by("id").values_list("data", flat=True).iterator(chunk_size=CHUNK):
+        for name in data if isinstance(data, dict) else ["value"]:
+            fields.setdefault(_column(str(name)), None)
+    return ["url", "kind", *sorted(fields), "errors", "updated_at"]
+
+
+def _column(name: str) -> str:
+    return f"data.{name}" if name in ITEM_CSV_FIXED or name.startswith("data.") else name
+
+
+ITEM_CSV_FIXED = ("url", "kind", "errors", "updated_at")
+
+
+def item_csv_rows(rows: Iterable[dict]) -> Iterator[dict]:
+    """Items as CSV rows: each field of the data in a column of its own (nested values become JSON
+    in write_csv)."""
+    for row in rows:
+        data = row.get("data")
+        fields = data if isinstance(data, dict) else {"value": data}
+        yield {_column(str(k)): v for k, v in fields.items()} | {k: row[k] for k in ITEM_CSV_FIXED}
+
+
+def csv_columns(project: Project, what: str, rows: ExportFilter = EVERYTHING) -> list[str]:
+    return item_columns(project, rows) if what == "items" else FIELDS[what]
+
+
+def csv_rows(project: Project, what: str, rows: ExportFilter = EVERYTHING) -> Iterator[dict]:
+    exported = export_rows(project, what, rows)
+    return item_csv_rows(exported) if what == "items" else exported
+
+
+def _asset_rows(project: Project, rows: ExportFilter) -> Iterator[dict]:
     """Assets with the URLs of the pages that reference them, a bounded chunk at a time (SQLite
     refuses huge IN lists, and a prefetch of every link of a big crawl would build one)."""
     fields = [f for f in ASSET_FIELDS if f != "pages"]
     last_id = 0
     while True:
         chunk = list(
-            MediaAsset.objects.filter(project=project, id__gt=last_id).order_by("id").values("id", *fields)[:500]
+            rows.apply(MediaAsset.objects.filter(project=project, id__gt=last_id))
+            .order_by("id")
+            .values("id", *fields)[:500]
         )
         if not chunk:
             return
@@ -159,10 +243,12 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     archive.addfile(info, io.BytesIO(data))
 
 
-def export_response(project: Project, *, what: str, fmt: str) -> StreamingHttpResponse:
+def export_response(project: Project, *, what: str, fmt: str, rows: ExportFilter = EVERYTHING) -> StreamingHttpResponse:
     """The project's rows as JSON lines or CSV over HTTP; memory stays flat whatever its size."""
-    rows = export_rows(project, what)
-    chunks = _csv_chunks(rows, FIELDS[what]) if fmt == "csv" else _jsonl_chunks(rows)
+    if fmt == "csv":
+        chunks = _csv_chunks(csv_rows(project, what, rows), csv_columns(project, what, rows))
+    else:
+        chunks = _jsonl_chunks(export_rows(project, what, rows))
     response = StreamingHttpResponse(chunks, content_type=CONTENT_TYPES[fmt])
     response["Content-Disposition"] = f'attachment; filename="{project.slug}-{what}.{fmt}"'
     return response

@@ -216,14 +216,15 @@ def job_resume(*, job: Job) -> bool:
 
 @transaction.atomic
 def job_cancel(*, job: Job, user=None) -> bool:
-    """End the job now: the project is paused, so its messages still in the queues claim nothing
+    """End the job now: the project is stopped, so its messages still in the queues claim nothing
     (they are dropped when a worker takes them) and its queued rows stay queued; batches already
-    claimed finish, and a killed one's rows come back through the reaper. Starting the project
-    again is a new job that resumes exactly where this one stopped."""
+    claimed finish, and a killed one's rows come back through the reaper. Its recrawl schedule
+    keeps running (cancelling one run is not turning monitoring off: that is Pause): the next tick,
+    or Start, is a new job that resumes exactly where this one stopped."""
     job = Job.objects.select_for_update().get(id=job.id)
     if not job.active:
         return False
-    control.project_pause(project=job.project)
+    control.project_stop(project=job.project)
     who = f" by {user}" if user is not None and getattr(user, "is_authenticated", False) else ""
     owed = Page.objects.filter(project=job.project, state__in=PAGE_PENDING_STATES).count()
     _end(job, Job.State.CANCELLED, f"cancelled{who}; {owed} pages left owed, Start resumes them")
@@ -259,18 +260,29 @@ def job_finish(*, job: Job) -> bool:
         job = Job.objects.select_for_update().get(id=job.id)
         if job.state not in (Job.State.QUEUED, Job.State.RUNNING) or _owes_work(job.project_id):
             return False
-        counts = job_counts(job)
-        done, failed = counts["pages_done"], counts["pages_failed"]
-        if failed and not done:
-            state, message = Job.State.FAILED, f"every page failed ({failed}); see the failures in its report"
-        else:
-            state = Job.State.SUCCEEDED
-            message = f"{done} pages done, {failed} failed" if done or failed else "nothing was owed"
+        state, message = _verdict(job_counts(job))
         began, last = job_span(job)
         known = [t for t in (began, job.started_at) if t is not None]
         job.started_at = min(known) if known else job.created_at  # nothing claimed: it ends as it begins
         _end(job, state, message, finished_at=last)
     return True
+
+
+# Pages refused by the site's own wish, not failures of the crawl: they never make a job "failed".
+REFUSED_BY_SITE = ("robots_disallowed",)
+
+
+def _verdict(counts: dict) -> tuple[str, str]:
+    """An ended job's state and message: failed when every page it processed failed (pages robots.txt
+    forbids aside), succeeded otherwise."""
+    done, failed = counts["pages_done"], counts["pages_failed"]
+    refused = sum(counts["errors"].get(code, 0) for code in REFUSED_BY_SITE)
+    if failed - refused and not done:
+        return Job.State.FAILED, f"every page failed ({failed}); see the failures in its report"
+    if not done and not failed:
+        return Job.State.SUCCEEDED, "nothing was owed"
+    forbidden = f" ({refused} forbidden by robots.txt)" if refused else ""
+    return Job.State.SUCCEEDED, f"{done} pages done, {failed} failed{forbidden}"
 
 
 def job_actions(job: Job) -> list[str]:

@@ -26,7 +26,7 @@ from .netguard import BlockedAddress
 from .transport import AiohttpTransport
 
 TRANSIENT_ERRORS = frozenset(
-    {"connect_timeout", "read_timeout", "total_timeout", "connect_error", "protocol_error", "proxy_error"}
+    {"connect_timeout", "read_timeout", "total_timeout", "connect_error", "dns_error", "protocol_error", "proxy_error"}
 )
 
 

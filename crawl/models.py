@@ -24,6 +24,11 @@ class Project(models.Model):
     class Status(models.TextChoices):
         ACTIVE = "active", "active"
         PAUSED = "paused", "paused"
+        STOPPED = "stopped", "stopped (its job was cancelled; the recrawl schedule still runs)"
+
+    class RecrawlMode(models.TextChoices):
+        DUE = "due", "revisit what is due"
+        ALL = "all", "recrawl everything"
 
     name = models.CharField(max_length=200, unique=True, help_text="Human name of the crawl project.")
     slug = models.SlugField(max_length=200, unique=True, help_text="Short identifier used by commands and the API.")
@@ -31,7 +36,8 @@ class Project(models.Model):
         max_length=10,
         choices=Status.choices,
         default=Status.ACTIVE,
-        help_text="Paused projects keep their frontier but no new work is handed out.",
+        help_text="Paused and stopped projects keep their frontier but no new work is handed out; a paused "
+        "project's recrawl schedule is off, a stopped one's (its job was cancelled) still runs.",
     )
     allowed_domains = models.TextField(
         blank=True,
@@ -99,13 +105,20 @@ class Project(models.Model):
         default=False, help_text="Also extract the main article text with trafilatura (slow: about 0.5 s a page)."
     )
     recrawl_every_minutes = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Run the recrawl dispatcher every N minutes (kept in sync with celery beat)."
+        null=True, blank=True, help_text="Run the recrawl schedule every N minutes (kept in sync with celery beat)."
     )
     recrawl_crontab = models.CharField(
         max_length=100,
         blank=True,
         default="",
-        help_text='Or a crontab for the dispatcher, "minute hour day-of-month month day-of-week" in UTC.',
+        help_text='Or a crontab for the schedule, "minute hour day-of-month month day-of-week" in UTC.',
+    )
+    recrawl_mode = models.CharField(
+        max_length=10,
+        choices=RecrawlMode.choices,
+        default=RecrawlMode.DUE,
+        help_text="What each tick of the schedule does: revisit what is due (the pages whose adaptive revisit "
+        "time has come) or recrawl everything (every finished page, with conditional GET).",
     )
     revisit_min_seconds = models.PositiveIntegerField(
         default=3600, help_text="A page is never refetched sooner than this (pyspider's age)."
@@ -135,7 +148,7 @@ class Project(models.Model):
         default=0.0, help_text="Seconds between two requests to the same host (robots.txt Crawl-delay may raise it)."
     )
     max_per_host = models.PositiveSmallIntegerField(
-        default=4, help_text="Requests in flight at once to one host within a fetch batch."
+        default=4, help_text="Requests in flight at once to one host, counted across all workers."
     )
     rate_limit = models.FloatField(
         default=0.0, help_text="Requests per second for the whole project, all hosts and workers (0: no limit)."
@@ -445,7 +458,12 @@ class Host(models.Model):
     backoff_until = models.DateTimeField(null=True, blank=True, help_text="Set by 429/503 Retry-After.")
     crawl_delay = models.FloatField(null=True, blank=True, help_text="robots.txt Crawl-delay last seen.")
     min_delay = models.FloatField(null=True, blank=True, help_text="Override: seconds between requests (any project).")
-    max_in_flight = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Override: requests at once.")
+    max_in_flight = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Override: requests in flight at once to this host, all workers and projects (replaces "
+        "each project's max_per_host for it, lower or higher).",
+    )
     blocked = models.BooleanField(default=False, help_text="Blocked hosts are never fetched.")
     blocked_reason = models.CharField(max_length=200, blank=True, default="")
     last_status = models.PositiveSmallIntegerField(null=True, blank=True)

@@ -14,7 +14,7 @@ from crawl.services.schedules import schedule_sync, task_name
 recrawl_due = Signal()
 
 REVISIT_FIELDS = ("hub_revisit_seconds", "revisit_min_seconds", "revisit_max_seconds")
-SCHEDULE_FIELDS = frozenset({"recrawl_every_minutes", "recrawl_crontab", "status", *REVISIT_FIELDS})
+SCHEDULE_FIELDS = frozenset({"recrawl_every_minutes", "recrawl_crontab", "recrawl_mode", "status", *REVISIT_FIELDS})
 
 
 @receiver(pre_save, sender=Project)

@@ -6,8 +6,9 @@ from celery import shared_task
 from django.db import transaction
 
 from crawl.frontier.reaper import reap
-from crawl.frontier.schedule import pages_dispatch, pages_due
+from crawl.frontier.schedule import pages_dispatch, pages_recrawl_all, tick_owes
 from crawl.frontier.stages import job_scope
+from crawl.models import Project
 from crawl.services.fetching import pages_fetch
 from crawl.signals import recrawl_due
 
@@ -25,15 +26,23 @@ def render_batch(self, page_ids: list[int], job: int | None = None, wake: str | 
 
 @shared_task(name="crawl.dispatch", soft_time_limit=50, time_limit=60)
 def dispatch_task(project_id: int | None = None) -> int:
-    """Beat's recrawl tick: queue the project's due pages (their revisit times are in the rows). When
-    some are due, `recrawl_due` asks whoever keeps runs for the job they run as (the console makes
-    the tick a job), and the messages carry it."""
+    """Beat's recrawl tick, as the project's schedule says: queue its due pages (their revisit times
+    are in the rows), or every done page (recrawl everything). When there are some, a project
+    stopped by a cancelled job is active again, and `recrawl_due` asks whoever keeps runs for the
+    job they run as (the console makes the tick a job): the messages carry it."""
+    if project_id is None:
+        with transaction.atomic():
+            return len(pages_dispatch())
+    mode = Project.objects.filter(id=project_id).values_list("recrawl_mode", flat=True).first()
     job = None
     with transaction.atomic():
-        if project_id is not None and pages_due(project_id=project_id).exists():
+        if mode is not None and tick_owes(project_id=project_id, mode=mode):
+            Project.objects.filter(id=project_id, status=Project.Status.STOPPED).update(status=Project.Status.ACTIVE)
             answers = recrawl_due.send(sender=dispatch_task, project_id=project_id)
             job = next((answer for _receiver, answer in answers if answer), None)
         with job_scope(job):
+            if mode == Project.RecrawlMode.ALL:
+                return len(pages_recrawl_all(project_id=project_id))
             return len(pages_dispatch(project_id=project_id))
 
 

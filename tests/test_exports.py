@@ -1,9 +1,22 @@
-"""Exports stream in bounded chunks: every asset once, each with all the pages that reference it."""
+"""Exports stream in bounded chunks: every asset once, each with all the pages that reference it; the
+items CSV has a column per field; exports filter by kind, job and time."""
+
+import csv
+import io
+import json
+import os
+import tempfile
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from console.exports import export_rows
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset, PageAsset
+from scrape.models import Item
 
 
 def test_it_exports_every_asset_with_its_pages_across_chunk_boundaries(db):
@@ -20,3 +33,73 @@ def test_it_exports_every_asset_with_its_pages_across_chunk_boundaries(db):
     by_url = {r["url"]: r["pages"] for r in rows}
     for asset in assets:
         assert by_url[asset.url] == [p.url for p in pages[: 1 + asset.id % 3]]
+
+
+def items_project():
+    """Two pages of two jobs, with a page item and a rule item each; the second page's changed later."""
+    project = project_get_or_create(name="shop")
+    first, second = Page.objects.bulk_create(
+        [Page(project=project, url=f"http://a.test/{n}", url_key=f"{n:064d}", host="a.test", job_id=n) for n in (1, 2)]
+    )
+    Item.objects.create(project=project, page=first, kind="page", data={"title": "First"})
+    Item.objects.create(
+        project=project, page=first, kind="rule:product",
+        data={"name": "Kettle", "price": 25, "tags": ["tea", "steel"], "url": "/kettle"},
+    )  # fmt: skip
+    Item.objects.create(project=project, page=second, kind="page", data={"title": "Second"})
+    Item.objects.create(project=project, page=second, kind="rule:product", data={"name": "=HYPERLINK(1)", "sku": "T2"})
+    Item.objects.filter(page=second).update(updated_at=timezone.now() + timedelta(hours=1))
+    return project
+
+
+def export_command(*args: str) -> str:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "export")
+        call_command("export", "shop", *args, "-o", path, stderr=io.StringIO())
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.read()
+
+
+def test_the_items_csv_has_a_column_per_field_with_nested_values_as_json(db, admin_client):
+    items_project()
+    text = export_command("--what", "items", "--format", "csv", "--kind", "rule:product")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0]) == ["url", "kind", "data.url", "name", "price", "sku", "tags", "errors", "updated_at"]
+    kettle, other = rows
+    assert (kettle["name"], kettle["price"], kettle["tags"], kettle["data.url"]) == (
+        "Kettle",
+        "25",
+        '["tea", "steel"]',
+        "/kettle",
+    )
+    assert (kettle["url"], kettle["sku"]) == ("http://a.test/1", "")
+    assert other["name"] == "'=HYPERLINK(1)", "a field's text is guarded against formulas too"
+    response = admin_client.get(
+        "/api/projects/shop/export/", {"format": "csv", "what": "items", "kind": "rule:product"}
+    )
+    assert b"".join(response.streaming_content).decode() == text
+
+
+def test_exports_are_filtered_by_kind_job_and_time(db, admin_client):
+    items_project()
+    soon = (timezone.now() + timedelta(minutes=30)).isoformat()
+
+    def urls(text: str) -> list[tuple[str, str]]:
+        return [(row["url"], row["kind"]) for row in map(json.loads, text.splitlines())]
+
+    page_items = [("http://a.test/1", "page"), ("http://a.test/2", "page")]
+    assert urls(export_command("--what", "items", "--kind", "page")) == page_items
+    assert urls(export_command("--what", "items", "--job", "2")) == [
+        ("http://a.test/2", "page"),
+        ("http://a.test/2", "rule:product"),
+    ]
+    assert urls(export_command("--what", "items", "--since", soon)) == urls(
+        export_command("--what", "items", "--job", "2")
+    )
+    assert [json.loads(r)["url"] for r in export_command("--job", "1").splitlines()] == ["http://a.test/1"]
+    api = admin_client.get("/api/projects/shop/export/", {"what": "items", "kind": "page", "since": soon})
+    assert urls(b"".join(api.streaming_content).decode()) == [("http://a.test/2", "page")]
+    bad = admin_client.get("/api/projects/shop/export/", {"what": "items", "since": "yesterday"})
+    assert bad.status_code == 400 and "since" in bad.json()
+    with pytest.raises(CommandError, match="--since: 'yesterday' is not a time"):
+        export_command("--what", "items", "--since", "yesterday")

@@ -286,12 +286,20 @@ def test_it_returns_an_error_status_with_its_body_and_no_error_code():
         ("http_403", False),
         ("blocked_address", False),
         ("body_too_large", False),
-        ("dns_error", False),
+        ("dns_error", True),
         ("robots_disallowed", False),
     ],
 )
 def test_it_retries_only_transient_errors(code, transient):
     assert is_transient(code) is transient
+
+
+def test_a_dns_failure_is_retried_not_failed_at_once():
+    """A name that does not resolve now (a resolver hiccup, a record being changed) often does later."""
+    from crawl.frontier.verdicts import Retry
+    from crawl.services.outcomes import failure
+
+    assert isinstance(failure("dns_error", "cannot resolve a.test"), Retry)
 
 
 # --- media downloader ------------------------------------------------------------------------------

@@ -114,6 +114,17 @@ def test_a_job_whose_every_page_failed_failed(project):
     assert (job.stats["errors"], job.stats["asset_errors"]) == ({"blocked_address": 1}, {"http_404": 1})
 
 
+def test_pages_robots_txt_forbids_do_not_make_a_job_failed(project):
+    job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
+    forbidden = [
+        add_page(project, f"http://a.test/private/{n}", "failed", error_code="robots_disallowed") for n in (1, 2)
+    ]
+    stamp(job, *forbidden)
+    jobs.jobs_tick()
+    job.refresh_from_db()
+    assert (job.state, job.message) == ("succeeded", "0 pages done, 2 failed (2 forbidden by robots.txt)")
+
+
 def test_retry_failed_makes_a_new_job_of_the_failures_only(project):
     first, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
     bad = add_page(project, "http://a.test/bad", "failed", error_code="http_500", attempts=3)

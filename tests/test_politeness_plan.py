@@ -136,3 +136,11 @@ def test_a_host_answering_429_without_retry_after_is_slowed_down_then_recovers(p
             Host.objects.update(backoff_until=None, next_allowed_at=past)
             assert pages_fetch(page_ids=[page_id]) == [page_id]
             assert Host.objects.get().throttle_delay == pytest.approx(expected)
+
+
+def test_a_hosts_max_in_flight_overrides_the_projects_cap_both_ways(project):
+    Host.objects.update_or_create(host="h.test", defaults={"max_in_flight": 5})
+    assert grant(project).in_flight == 5, "raised above the project's max_per_host of 2"
+    hosts_release(HostLease.objects.get().token)
+    Host.objects.filter(host="h.test").update(max_in_flight=1)
+    assert grant(project).in_flight == 1

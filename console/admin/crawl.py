@@ -86,6 +86,7 @@ class ProjectAdmin(ProjectScopedAdmin):
                 "fields": (
                     "recrawl_every_minutes",
                     "recrawl_crontab",
+                    "recrawl_mode",
                     "revisit_min_seconds",
                     "revisit_max_seconds",
                     "hub_revisit_seconds",
@@ -176,7 +177,10 @@ class ProjectAdmin(ProjectScopedAdmin):
     def start(self, request, queryset):
         self._jobs(request, queryset, jobs.crawl_start, "started")
 
-    @admin.action(description="Pause the current job (claimed batches finish, queued work waits)", permissions=["run"])
+    @admin.action(
+        description="Pause the current job and the recrawl schedule (claimed batches finish, queued work waits)",
+        permissions=["run"],
+    )
     def pause(self, request, queryset):
         count = sum(jobs.project_pause(project=project) for project in queryset)
         self.message_user(request, f"{count} projects paused.", messages.SUCCESS)
@@ -186,7 +190,10 @@ class ProjectAdmin(ProjectScopedAdmin):
         count = sum(jobs.project_resume(project=project) for project in queryset)
         self.message_user(request, f"{count} projects resumed.", messages.SUCCESS)
 
-    @admin.action(description="Cancel the current job (owed work stays queued; Start resumes it)", permissions=["run"])
+    @admin.action(
+        description="Cancel the current job (owed work stays queued; Start resumes it; the schedule still runs)",
+        permissions=["run"],
+    )
     def cancel(self, request, queryset):
         count = sum(jobs.job_cancel(job=job, user=request.user) for job in map(jobs.job_current, queryset) if job)
         self.message_user(request, f"{count} jobs cancelled.", messages.SUCCESS)

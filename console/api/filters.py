@@ -8,9 +8,9 @@ from django.core.exceptions import ValidationError
 
 from console.access import projects_for
 from console.models import Job
-from crawl.models import Page, Project, Seed
+from crawl.models import Host, Page, Project, Seed
 from media.models import MediaAsset
-from scrape.models import Item
+from scrape.models import Item, RuleSet
 from scrape.sinks.models import Sink
 
 from .serializers import MAX_ID, SLUG_PATTERN
@@ -127,3 +127,20 @@ class AssetFilter(django_filters.FilterSet):
     class Meta:
         model = MediaAsset
         fields = ["project", "state", "kind"]
+
+
+class RuleSetFilter(django_filters.FilterSet):
+    project = ProjectFilter()
+    enabled = django_filters.BooleanFilter()
+
+    class Meta:
+        model = RuleSet
+        fields = ["project", "enabled"]
+
+
+class HostFilter(django_filters.FilterSet):
+    blocked = django_filters.BooleanFilter()
+
+    class Meta:
+        model = Host
+        fields = ["blocked"]

@@ -59,7 +59,7 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     action_permissions = read_write("project") | {
         "progress": "crawl.view_project",
         "health": "crawl.view_project",
-        **dict.fromkeys(("start", "pause", "resume", "recrawl", "retry_failed"), RUN),
+        **dict.fromkeys(("start", "pause", "resume", "recrawl", "retry_failed", "reextract"), RUN),
         "export": EXPORT,
     }
 
@@ -134,6 +134,15 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         )
         return Response({"requeued": requeued, "job": job.id})
 
+    @extend_schema(request=None, responses=s.ReextractResultSerializer, summary="Re-extract stored pages (a job)")
+    @action(detail=True, methods=["post"])
+    def reextract(self, request: Request, slug: str) -> Response:
+        """Extract the project's stored pages again with its current rules and spider; nothing is
+        refetched. The answer names the job and the pages queued for extraction."""
+        project = self.get_object()
+        _job, queued = jobs.crawl_reextract(project=project, trigger=Job.Trigger.API, user=request.user)
+        return self._result(project, queued=queued)
+
     @extend_schema(responses=s.ProgressSerializer, summary="Pages and assets per state, failures per error code")
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, slug: str) -> Response:
@@ -158,12 +167,16 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         return Response(project_health(project.id) | {"figures": health_figures(project.id, hours=hours)})
 
     @extend_schema(
-        summary="Export pages, items or assets as JSON lines or CSV (streamed), or stored pages as WARC",
+        summary="Export pages, items (CSV: a column per field) or assets as JSON lines or CSV, streamed, or "
+        "stored pages as WARC",
         parameters=[
             OpenApiParameter(
                 "format", enum=["jsonl", "csv", "warc"], default="jsonl", description="File format (warc: pages)."
             ),
             OpenApiParameter("what", enum=["assets", "items", "pages"], default="pages", description="Rows."),
+            OpenApiParameter("kind", str, description="Only rows of this kind (items: page, rule:NAME, api, spider)."),
+            OpenApiParameter("job", int, description="Only the rows of this job (items: of the pages it fetched)."),
+            OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only rows changed since this time."),
         ],
         responses={
             (200, CONTENT_TYPES["jsonl"]): OpenApiTypes.STR,
@@ -184,7 +197,8 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         query.is_valid(raise_exception=True)
         if query.validated_data["format"] == "warc":
             return warc_response(project)
-        return export_response(project, what=query.validated_data["what"], fmt=query.validated_data["format"])
+        data = query.validated_data
+        return export_response(project, what=data["what"], fmt=data["format"], rows=query.rows())
 
 
 def _refuse_network_changes(user, changed: list[str]) -> None:

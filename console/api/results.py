@@ -21,7 +21,7 @@ class PageViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Every URL of the user's projects and where it is in the pipeline (never the stored body)."""
 
     queryset = Page.objects.select_related("project")
-    action_permissions = read_only("page") | {"retry": "console.run_project"}
+    action_permissions = read_only("page") | {"retry": "console.run_project", "requeue": "console.run_project"}
     serializer_class = s.PageSerializer
     filterset_class = PageFilter
     lookup_value_regex = s.ID_PATTERN
@@ -37,6 +37,18 @@ class PageViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
         pages = scoped(Page.objects.filter(id__in=body.validated_data["ids"]), request.user)
         requeued = control.pages_retry(pages=pages)
         return Response({"requeued": requeued})
+
+    @extend_schema(
+        request=s.PagesRetrySerializer, responses=s.PagesRequeuedSerializer, summary="Fetch selected pages again now"
+    )
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def requeue(self, request: Request) -> Response:
+        """Fetch the finished or failed pages among `ids` again now (conditional GET where validators
+        are stored); pages still owed are left alone."""
+        body = s.PagesRetrySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        pages = scoped(Page.objects.filter(id__in=body.validated_data["ids"]), request.user)
+        return Response({"requeued": control.pages_requeue(pages=pages)})
 
 
 class FailureViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
@@ -62,8 +74,19 @@ class ItemViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
 class AssetViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Media assets, with a download URL once stored."""
 
-    action_permissions = read_only("mediaasset", app="media")
+    action_permissions = read_only("mediaasset", app="media") | {"retry": "console.run_project"}
     queryset = MediaAsset.objects.select_related("project")
     serializer_class = s.AssetSerializer
     filterset_class = AssetFilter
     lookup_value_regex = s.ID_PATTERN
+
+    @extend_schema(
+        request=s.AssetsRetrySerializer, responses=s.AssetsRequeuedSerializer, summary="Retry selected failed downloads"
+    )
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def retry(self, request: Request) -> Response:
+        """Queue the failed assets among `ids` again with fresh attempts; others are left alone."""
+        body = s.AssetsRetrySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        assets = scoped(MediaAsset.objects.filter(id__in=body.validated_data["ids"]), request.user)
+        return Response({"requeued": control.assets_retry(assets=assets)})

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from console.access import may, projects_for, sees
-from console.exports import FIELDS
+from console.exports import FIELDS, ExportFilter
 from console.secrets import MASK
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import project_named_alike, seed_problem
@@ -283,6 +283,23 @@ class RecrawlSerializer(KnownFieldsOnly, serializers.Serializer):
     )
 
 
+class AssetsRetrySerializer(KnownFieldsOnly, serializers.Serializer):
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        min_length=1,
+        max_length=10_000,
+        help_text="Ids of failed media assets; assets that are not failed are left alone.",
+    )
+
+
+class PagesRequeuedSerializer(serializers.Serializer):
+    requeued = serializers.IntegerField(help_text="Finished or failed pages queued again.")
+
+
+class AssetsRequeuedSerializer(serializers.Serializer):
+    requeued = serializers.IntegerField(help_text="Failed assets queued again with fresh attempts.")
+
+
 class PagesRetrySerializer(KnownFieldsOnly, serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
@@ -295,11 +312,20 @@ class PagesRetrySerializer(KnownFieldsOnly, serializers.Serializer):
 class ExportQuerySerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=["jsonl", "csv", "warc"], default="jsonl")
     what = serializers.ChoiceField(choices=sorted(FIELDS), default="pages")
+    kind = serializers.CharField(required=False, max_length=80, help_text="Only rows of this kind.")
+    job = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="Only this job's rows.")
+    since = serializers.DateTimeField(required=False, help_text="Only rows changed since (ISO 8601).")
 
     def validate(self, attrs: dict) -> dict:
         if attrs["format"] == "warc" and attrs["what"] != "pages":
             raise serializers.ValidationError({"what": "A WARC holds stored pages: drop what or use what=pages."})
+        if attrs["format"] == "warc" and {"kind", "job", "since"} & set(attrs):
+            raise serializers.ValidationError({"format": "kind, job and since filter the jsonl and csv exports."})
         return attrs
+
+    def rows(self) -> ExportFilter:
+        data = self.validated_data
+        return ExportFilter(kind=data.get("kind") or None, job=data.get("job"), since=data.get("since"))
 
 
 class ActionResultSerializer(serializers.Serializer):
@@ -318,6 +344,10 @@ class PauseResultSerializer(ActionResultSerializer):
 
 class QueuedResultSerializer(ActionResultSerializer):
     queued = serializers.IntegerField(help_text="Finished pages queued again (the reaper publishes them).")
+
+
+class ReextractResultSerializer(ActionResultSerializer):
+    queued = serializers.IntegerField(help_text="Stored pages queued for extraction again.")
 
 
 class RequeuedResultSerializer(serializers.Serializer):

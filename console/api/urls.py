@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from .changes import ChangesView
+from .controls import HostViewSet, RuleSetViewSet, TryURLView
 from .health import AlertViewSet, MonitorViewSet
 from .jobs import JobViewSet
 from .projects import ProjectViewSet, SeedViewSet
@@ -22,11 +23,14 @@ router.register("pages", PageViewSet, basename="page")
 router.register("failures", FailureViewSet, basename="failure")
 router.register("items", ItemViewSet, basename="item")
 router.register("assets", AssetViewSet, basename="asset")
+router.register("rulesets", RuleSetViewSet, basename="ruleset")
+router.register("hosts", HostViewSet, basename="host")
 
 urlpatterns = [
     path("changes/", ChangesView.as_view(), name="api-changes"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its script from a URL of its own: the console's CSP runs no inline script.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path("try/", TryURLView.as_view(), name="api-try"),
     path("", include(router.urls)),
 ]

@@ -40,6 +40,22 @@ def pages_dispatch(*, project_id: int | None = None, limit: int = DISPATCH_LIMIT
     return pages_requeue(Page.objects.filter(id__in=ids, next_fetch_at__lte=now), from_states=(DONE,), order=order)
 
 
+def pages_recrawl_all(*, project_id: int) -> list[int]:
+    """A "recrawl everything" tick: queue every done page of the project now (conditional GET keeps
+    unchanged ones cheap) and publish them. Returns the ids queued."""
+    pages = Page.objects.filter(project_id=project_id, project__status=Project.Status.ACTIVE)
+    return pages_requeue(pages, from_states=(DONE,))
+
+
+def tick_owes(*, project_id: int, mode: str) -> bool:
+    """Whether a tick of the project's schedule has pages to queue: due ones, or (recrawl
+    everything) any done one. The project's status aside: a tick wakes a stopped project."""
+    pages = Page.objects.filter(project_id=project_id, state=Page.State.DONE)
+    if mode == Project.RecrawlMode.DUE:
+        pages = pages.filter(next_fetch_at__lte=timezone.now())
+    return pages.exists()
+
+
 def pages_reschedule(*, project: Project) -> int:
     """Bring the done pages' next revisits within the project's current settings: hubs no later than
     one hub interval after their last fetch, other pages' intervals clamped into [min, max].

@@ -121,6 +121,12 @@ def _in_flight(hosts: list[str], now: datetime) -> dict[str, int]:
     return {row["host"]: row["n"] for row in live}
 
 
+def host_cap(project: Project, row: Host) -> int:
+    """Requests the host may have in flight, all workers: the host's own max_in_flight, an operator's
+    override in either direction, else the project's max_per_host."""
+    return row.max_in_flight or project.max_per_host
+
+
 def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[str, int], ahead: float) -> HostGrant:
     if row.blocked:
         return HostGrant(host=row.host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
@@ -128,7 +134,7 @@ def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[s
     earliest = now + timedelta(seconds=LEAD_SECONDS if spacing else 0.0)
     start = max(earliest, row.next_allowed_at, row.backoff_until or now)
     wait = (start - earliest).total_seconds()
-    free = min(project.max_per_host, row.max_in_flight or project.max_per_host) - used.get(row.host, 0)
+    free = host_cap(project, row) - used.get(row.host, 0)
     if free <= 0:  # other batches hold every connection the host allows: these stay due
         return HostGrant(host=row.host, start_at=start, spacing=spacing)
     if wait > ahead + NOW_SECONDS:

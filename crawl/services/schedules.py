@@ -1,8 +1,10 @@
 """Each project's recrawl schedule, kept in sync with django-celery-beat's PeriodicTask rows.
 
 One PeriodicTask per project, found by a fixed name, so editing the schedule updates that row and
-never adds a second one. The task only ticks the dispatcher; which pages are due is decided by
-their own revisit times in the database.
+never adds a second one. What a tick does is the project's `recrawl_mode`: "revisit what is due"
+queues the pages whose own revisit time (in the database) has come; "recrawl everything" queues
+every finished page. The schedule runs while the project is active or stopped (a cancelled job);
+Pause turns it off.
 """
 
 import json
@@ -36,7 +38,7 @@ def schedule_sync(project: Project) -> PeriodicTask | None:
     defaults = {
         "task": "crawl.dispatch",
         "kwargs": json.dumps({"project_id": project.id}),
-        "enabled": project.status == Project.Status.ACTIVE,
+        "enabled": project.status != Project.Status.PAUSED,
         "interval": when if isinstance(when, IntervalSchedule) else None,
         "crontab": when if isinstance(when, CrontabSchedule) else None,
         "queue": "fetch",
@@ -47,9 +49,13 @@ def schedule_sync(project: Project) -> PeriodicTask | None:
 
 
 def tick_seconds(project: Project) -> int:
-    """How often an interval schedule ticks: every N minutes, or as often as the project's hubs are
-    revisited when that is sooner (a tick only queues pages whose own revisit time has come)."""
-    return max(1, min(project.recrawl_every_minutes * 60, project.hub_revisit_seconds))
+    """How often an interval schedule ticks: every N minutes; revisiting what is due, as often as the
+    project's hubs are revisited when that is sooner (such a tick only queues pages whose own
+    revisit time has come)."""
+    every = project.recrawl_every_minutes * 60
+    if project.recrawl_mode == Project.RecrawlMode.ALL:
+        return max(1, every)
+    return max(1, min(every, project.hub_revisit_seconds))
 
 
 def _schedule_of(project: Project):

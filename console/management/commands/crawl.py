@@ -1,5 +1,6 @@
 """python manage.py crawl URL [URL ...]: crawl as a job until the project owes no more work, then
-print the job's summary (its own counts, not earlier runs').
+print the job's summary (its own counts, not earlier runs'). The run is crawlhub.run() (the Python
+API): Ctrl-C and SIGTERM stop its embedded worker and pause the job, and the next crawl resumes it.
 
 Embedded (the default filesystem broker): this command starts the Celery worker itself.
 Distributed (a real broker): it enqueues and waits for the external `celery worker -Q ...` processes.
@@ -7,54 +8,21 @@ The project is named after the first URL's host and port unless --project names 
 """
 
 import argparse
-import contextlib
+import functools
 import json
 import sys
-import time
 
-import kombu.exceptions
-import redis.exceptions
-from django import db
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.live import Live
 
-from console import control
-from console.jobs import job_begin, job_finish, job_pause, job_resume, jobs_tick
+import crawlhub
 from console.management.commands._crawl_summary import crawl_summary, progress_table, report_lines, unfinished_text
 from console.models import Job
-from console.selectors import project_progress, project_work_owed, retrying_text, stage_backlog
-from console.workers import stage_warnings
-from crawl.frontier.assets import assets_publish_owed
-from crawl.frontier.pages import pages_publish_owed
-from crawl.frontier.reaper import reap
-from crawl.frontier.stages import job_scope
+from console.selectors import retrying_text
 from crawl.models import Page, Project
-from crawl.services.projects import (
-    project_get_or_create,
-    project_name_for,
-    project_named_alike,
-    seed_problem,
-    seeds_add,
-    seeds_retry_failed,
-)
-from crawl.workers import EmbeddedWorker
-from scrape.sinks.delivery import sinks_owed, sinks_tick
-
-POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
-COUNT_EVERY_SECONDS = 2.0  # the full counts by state (progress display, stall detection), at least this apart
-REAP_EVERY_SECONDS = 5.0
-OUTAGE_WAIT_SECONDS = 2.0
-
-
-def stall_seconds() -> float:
-    """No change in the rows for this long, with work owed, means a stuck embedded worker: longer
-    than a lease plus a republish, so the reaper has had its chance to move the work."""
-    return 2 * settings.CRAWL_LEASE_SECONDS + settings.CRAWL_REPUBLISH_SECONDS
-
-
-OUTAGES = (db.Error, kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
+from crawl.services.projects import project_name_for, project_named_alike, seed_problem
+from crawlhub.runner import POLL_SECONDS
 
 
 def _bounded(low: int, high: int | None = None):
@@ -138,7 +106,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts):
-        started, self._warned = time.monotonic(), []
         every_url = opts["urls"] + opts["sitemap"] + opts["feed"]
         if not every_url:
             raise CommandError("give at least one URL, --sitemap or --feed")
@@ -149,57 +116,40 @@ class Command(BaseCommand):
             raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try {_suggested(every_url[0])})")
         project = self._project(name, opts)
         self._check_seeds(project, every_url)
-        job = self._job(project, opts)
-        with job_scope(job.id):
-            control.project_activate(project=project)
-            # Refused seeds are kept too: each becomes a failed row saying why (and the job fails when
-            # nothing else could be crawled).
-            new_ids = seeds_add(project=project, urls=opts["urls"])
-            new_ids += seeds_add(project=project, urls=opts["sitemap"], kind="sitemap")
-            new_ids += seeds_add(project=project, urls=opts["feed"], kind="feed")
-            new_ids += seeds_retry_failed(project=project, urls=every_url)
-            # Work left over from an interrupted run is published now, not after the republish timeout.
-            pages_publish_owed(Page.objects.filter(project=project).exclude(id__in=new_ids))
-            assets_publish_owed(project.assets.all())
-            if opts["recrawl"]:
-                control.pages_recrawl(project=project)
-        worker, interrupted = self._start_worker(opts["workers"]), False
-        try:
-            try:
-                completed = self._wait(project, worker, opts, started)
-            except KeyboardInterrupt:
-                completed, interrupted = False, True
-            if completed:
-                job_finish(job=job)
-            elif worker:
-                job_pause(job=job)  # no worker is left to run it: it is paused, not "running"
-            job.refresh_from_db()
-            summary = crawl_summary(project, job, completed)
-        finally:
-            if worker:
-                if completed:
-                    with contextlib.suppress(*OUTAGES):
-                        worker.drain()
-                worker.stop()
+        # Refused seeds are kept too: each becomes a failed row saying why (and the job fails when
+        # nothing else could be crawled).
+        result = self._run(project, opts)
+        job = result.job
+        summary = crawl_summary(project, job, result.completed)
         self._report(summary, opts["json"])
-        if not completed:
-            raise CommandError(unfinished_text(job, project, "interrupted" if interrupted else "timed out", worker))
+        if not result.completed:
+            why = "interrupted" if result.interrupted else "timed out"
+            raise CommandError(unfinished_text(job, project, why, result.embedded))
         if job.state == Job.State.FAILED:
             hint = " (--allow-private allows loopback and private addresses)" if self._private_refused(summary) else ""
             raise CommandError(f"nothing could be crawled: job {job.id} failed, {job.message}{hint}")
 
-    def _job(self, project: Project, opts) -> Job:
-        """The project's job: a new one, the one running, or its paused one, resumed."""
-        job, created = job_begin(project=project, kind=self._kind(opts), trigger=Job.Trigger.COMMAND)
-        if job.state == Job.State.PAUSED:
-            job_resume(job=job)
-            self.stderr.write(f"resumed the paused job {job.id} of project {project.slug}")
-        else:
-            self.stderr.write(f"{'job' if created else 'joined the running job'} {job.id} of project {project.slug}")
-        return job
+    def _run(self, project: Project, opts) -> crawlhub.Run:
+        """The job, run by crawlhub.run(): progress on a live table on a terminal, else as lines."""
+        run = functools.partial(
+            crawlhub.run,
+            project,
+            urls=opts["urls"],
+            sitemaps=opts["sitemap"],
+            feeds=opts["feed"],
+            recrawl=opts["recrawl"],
+            workers=opts["workers"],
+            timeout=opts["timeout"],
+            on_notice=self._notice,
+        )
+        if sys.stderr.isatty():
+            with Live(console=Console(stderr=True), refresh_per_second=4, transient=False) as live:
+                return run(on_progress=lambda p, t: live.update(progress_table(p, t)), progress_every=POLL_SECONDS)
+        return run(on_progress=self._progress_line, progress_every=10 if opts["json"] else 2)
 
-    def _kind(self, opts) -> str:
-        return Job.Kind.RECRAWL if opts["recrawl"] else Job.Kind.CRAWL
+    def _notice(self, text: str) -> None:
+        self.stderr.write(text)
+        self.stderr.flush()
 
     def _project(self, name: str, opts) -> Project:
         existing = project_named_alike(name)
@@ -211,8 +161,8 @@ class Command(BaseCommand):
                 self.stderr.write(f"project {existing.slug}: private addresses allowed from now on (--allow-private)")
             elif existing.allow_private and not opts["allow_private"]:
                 self.stderr.write(f"project {existing.slug} allows private addresses (set earlier)")
-        return project_get_or_create(
-            name=name,
+        return crawlhub.project(
+            name,
             max_depth=opts["max_depth"],
             max_pages=opts["max_pages"],
             allow_private=True if opts["allow_private"] else None,
@@ -232,79 +182,6 @@ class Command(BaseCommand):
                 continue
             problem = problem.replace("(a project may allow private networks)", "(--allow-private allows it)")
             self.stderr.write(f"refused seed {url}: {problem}")
-
-    def _start_worker(self, workers: int | None) -> EmbeddedWorker | None:
-        count = workers if workers is not None else (2 if settings.CELERY_EMBEDDED_BROKER else 0)
-        if count <= 0:
-            return None
-        worker = EmbeddedWorker(concurrency=count)
-        worker.start()
-        return worker
-
-    def _wait(self, project, worker, opts, started) -> bool:
-        if sys.stderr.isatty():
-            with Live(console=Console(stderr=True), refresh_per_second=4, transient=False) as live:
-                show = lambda p, t: live.update(progress_table(p, t))  # noqa: E731
-                return self._poll(project, worker, opts, started, show, every=POLL_SECONDS)
-        return self._poll(project, worker, opts, started, self._progress_line, every=10 if opts["json"] else 2)
-
-    def _poll(self, project, worker, opts, started, show, every: float) -> bool:
-        last_reap, last_line = float("-inf"), time.monotonic()  # reap at once: work of an interrupted run
-        seen, last_change, last_count, progress = None, time.monotonic(), float("-inf"), None
-        count_every = COUNT_EVERY_SECONDS
-        while True:
-            now = time.monotonic()
-            if opts["timeout"] and now - started > opts["timeout"]:
-                return False
-            if worker:
-                stalled = now - last_change > stall_seconds()
-                worker.keep_alive(stalled=stalled)
-                if stalled:
-                    last_change = now  # the restarted worker gets its own time
-            try:
-                if now - last_reap >= REAP_EVERY_SECONDS:
-                    reap(project_id=project.id)
-                    jobs_tick()
-                    sinks_tick()
-                    last_reap = now
-                if now - last_count >= count_every or not project_work_owed(project):
-                    counting = time.monotonic()
-                    progress, last_count = project_progress(project), time.monotonic()
-                    # It counts every row of the project (0.2 s at 100,000 rows): at most ~1% of a core of
-                    # the database; the end of the crawl is seen by the cheap probe in between.
-                    count_every = max(COUNT_EVERY_SECONDS, 100 * (last_count - counting))
-                    if progress != seen:
-                        seen, last_change = progress, now
-                    if worker is None:
-                        self._warn_unworked(project)
-                    if progress["pending"] == 0 and not sinks_owed(project.id, failing=False):
-                        reap(project_id=project.id)  # a last sweep: stale temp files of killed downloads
-                        return True
-            except OUTAGES as exc:
-                # The database or the broker is down (restarting, failing over): the work is in the
-                # rows, so wait for them to come back instead of giving up on the crawl.
-                self._outage(exc)
-                time.sleep(OUTAGE_WAIT_SECONDS)
-                continue
-            if now - last_line >= every:
-                show(progress, now - started)
-                last_line = now
-            time.sleep(POLL_SECONDS)
-
-    def _warn_unworked(self, project: Project) -> None:
-        """Distributed: say at once (and again when it changes) that owed work has no worker to take
-        it, instead of waiting in silence for workers that are not there."""
-        warnings = stage_warnings(stage_backlog(project), rendered=project.render_js)
-        if warnings and warnings != self._warned:
-            for warning in warnings:
-                self.stderr.write(f"waiting: {warning}")
-        self._warned = warnings
-
-    def _outage(self, exc: Exception) -> None:
-        with contextlib.suppress(db.Error):
-            db.connection.close()  # the next query opens a fresh connection
-        sys.stderr.write(f"waiting for the database or broker: {type(exc).__name__}: {str(exc).strip()[:200]}\n")
-        sys.stderr.flush()
 
     def _progress_line(self, progress: dict, elapsed: float) -> None:
         pages = progress["pages"]

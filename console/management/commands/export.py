@@ -1,12 +1,25 @@
 """python manage.py export PROJECT [--what pages|items|assets] [--format jsonl|csv|warc|tar|tar.gz|tar.bz2]
-[-o FILE]: write a project's rows, stored responses (WARC) or stored files (tar)."""
+[--kind KIND] [--job ID] [--since TIME] [-o FILE]: write a project's rows, stored responses (WARC) or
+stored files (tar)."""
 
 import os
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from console.exports import FIELDS, TAR_MODES, export_count, export_rows, write_csv, write_jsonl, write_tar
+from console.exports import (
+    FIELDS,
+    TAR_MODES,
+    ExportFilter,
+    csv_columns,
+    csv_rows,
+    export_count,
+    export_rows,
+    parse_since,
+    write_csv,
+    write_jsonl,
+    write_tar,
+)
 from console.management.commands._progress import progress, tracked
 from console.management.commands._project import project_arg
 from console.warc import stored_count, write_warc
@@ -32,9 +45,17 @@ class Command(BaseCommand):
             help="jsonl (default), csv, warc (stored responses of pages), tar, tar.gz or tar.bz2 (assets)",
         )
         parser.add_argument("-o", "--output", help="file to write (default: standard output)")
+        parser.add_argument(
+            "--kind", help="only rows of this kind (items: page, rule:<name>, api, spider; pages: page, sitemap, feed)"
+        )
+        parser.add_argument("--job", type=int, help="only the rows of this job (items: of the pages it fetched)")
+        parser.add_argument("--since", help="only rows changed since this time (ISO 8601, UTC unless a zone is given)")
 
     def handle(self, *args, **opts):
         project = project_arg(opts["project"])
+        self.rows = _filter(opts)
+        if self.rows != ExportFilter() and opts["format"] not in TEXT_FORMATS:
+            raise CommandError("--kind, --job and --since filter the jsonl and csv exports")
         if opts["format"] in TAR_MODES:
             n = self._tar(project, opts)
         elif opts["format"] == "warc":
@@ -71,16 +92,25 @@ class Command(BaseCommand):
     def _text(self, project, opts) -> int | None:
         out = _open(opts["output"], "w") if opts["output"] else sys.stdout
         try:
-            rows = tracked(export_rows(project, opts["what"]), opts["what"], export_count(project, opts["what"]))
+            what, count = opts["what"], export_count(project, opts["what"], self.rows)
             if opts["format"] == "csv":
-                return write_csv(rows, out, FIELDS[opts["what"]])
-            return write_jsonl(rows, out)
+                columns = csv_columns(project, what, self.rows)
+                return write_csv(tracked(csv_rows(project, what, self.rows), what, count), out, columns)
+            return write_jsonl(tracked(export_rows(project, what, self.rows), what, count), out)
         except BrokenPipeError:  # the reader went away (export ... | head): stop quietly
             sys.stderr.close()
             return None
         finally:
             if out is not sys.stdout:
                 out.close()
+
+
+def _filter(opts) -> ExportFilter:
+    try:
+        since = parse_since(opts["since"]) if opts["since"] else None
+    except ValueError as exc:
+        raise CommandError(f"--since: {exc}") from None
+    return ExportFilter(kind=opts["kind"] or None, job=opts["job"], since=since)
 
 
 def _open(path: str, mode: str):

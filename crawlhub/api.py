@@ -1,0 +1,96 @@
+"""The functions `from crawlhub import ...` offers. Django models are imported inside them, after
+setup(), so importing crawlhub works in a plain script."""
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+def setup() -> None:
+    """Configure Django for a script (crawlproject.settings unless DJANGO_SETTINGS_MODULE names
+    others); a no-op inside a running Django process."""
+    import django
+    from django.apps import apps
+
+    if apps.ready:
+        return
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crawlproject.settings")
+    django.setup()
+
+
+def project(name: str, **settings: Any):
+    """The project called `name` (or named alike: "My Shop" is "my shop!"), created if needed; the
+    given settings (fields of a project, e.g. max_pages=500, allow_private=True) overwrite its own.
+    Settings given as None are left as they are."""
+    setup()
+    from crawl.services.projects import project_get_or_create
+
+    return project_get_or_create(name=name, **settings)
+
+
+def add_seeds(project, urls: Iterable[str], *, kind: str = "page") -> int:
+    """Add start URLs (kind: page, sitemap or feed); known ones are kept. Returns the URLs new to
+    the frontier. A URL the crawler refuses becomes a failed row saying why."""
+    setup()
+    from crawl.services.projects import seeds_add
+
+    return len(seeds_add(project=project, urls=list(urls), kind=kind))
+
+
+@dataclass
+class Run:
+    """How run() ended: the job (its state and counts: `job.state`, console.jobs.job_counts(job)),
+    whether the project's work was all done, and whether a signal (Ctrl-C, SIGTERM) stopped it."""
+
+    job: Any
+    completed: bool
+    interrupted: bool = False
+    embedded: bool = False  # its workers ran in this process's children (and stopped with it)
+
+
+def run(
+    project,
+    *,
+    urls: Iterable[str] = (),
+    sitemaps: Iterable[str] = (),
+    feeds: Iterable[str] = (),
+    recrawl: bool = False,
+    workers: int | None = None,
+    timeout: float = 0,
+    on_progress: Callable[[dict, float], None] | None = None,
+    progress_every: float = 2.0,
+    on_notice: Callable[[str], None] | None = None,
+) -> Run:
+    """Run a job of the project until it owes no more work (or `timeout` seconds, 0: no limit).
+
+    The job is the project's running one, its paused one (resumed), or a new one (a recrawl with
+    `recrawl`, which fetches every finished page again). `urls`, `sitemaps` and `feeds` are seeds
+    added in the job. With the embedded broker, `workers` worker processes (default 2) are started
+    and stopped here; with a real broker the external workers do the work (default 0). Ctrl-C or
+    SIGTERM stops the embedded workers and pauses the job: run it again to resume. Progress
+    (pages and assets by state) goes to `on_progress(progress, elapsed)` every `progress_every`
+    seconds, and notices (a resumed job, an outage, work no worker takes) to `on_notice`."""
+    setup()
+    from crawlhub.runner import crawl_run
+
+    return crawl_run(
+        project,
+        seeds={"page": list(urls), "sitemap": list(sitemaps), "feed": list(feeds)},
+        recrawl=recrawl,
+        workers=workers,
+        timeout=timeout,
+        on_progress=on_progress,
+        progress_every=progress_every,
+        on_notice=on_notice,
+    )
+
+
+def items(project, *, kind: str | None = None, job=None) -> Iterator[dict]:
+    """The project's extracted items, oldest first, as {"url", "kind", "data", "errors",
+    "updated_at"}: of one kind (page, rule:<name>, api, spider) and of the pages one job (a Job or
+    its id) fetched, when given. Read a chunk at a time: memory stays flat."""
+    setup()
+    from console.exports import ExportFilter, export_rows
+
+    yield from export_rows(project, "items", ExportFilter(kind=kind, job=getattr(job, "id", job)))

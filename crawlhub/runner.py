@@ -1,0 +1,205 @@
+"""Running a job to its end in this process, the embedded workers started and stopped here: what
+crawlhub.run() and the crawl command do. SIGTERM stops it as Ctrl-C does: the workers stop and
+the job is paused, so the next run resumes it."""
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import kombu.exceptions
+import redis.exceptions
+from django import db
+from django.conf import settings
+
+from console import control
+from console.jobs import job_begin, job_finish, job_pause, job_resume, jobs_tick
+from console.models import Job
+from console.selectors import project_progress, project_work_owed, stage_backlog
+from console.workers import stage_warnings
+from crawl.frontier.assets import assets_publish_owed
+from crawl.frontier.pages import pages_publish_owed
+from crawl.frontier.reaper import reap
+from crawl.frontier.stages import job_scope
+from crawl.models import Page, Project
+from crawl.services.projects import seeds_add, seeds_retry_failed
+from crawl.workers import EmbeddedWorker
+from crawlhub.api import Run
+from scrape.sinks.delivery import sinks_owed, sinks_tick
+
+log = logging.getLogger("crawlhub.run")
+POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
+COUNT_EVERY_SECONDS = 2.0  # the full counts by state (progress display, stall detection), at least this apart
+REAP_EVERY_SECONDS = 5.0
+OUTAGE_WAIT_SECONDS = 2.0
+OUTAGES = (db.Error, kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
+
+
+def stall_seconds() -> float:
+    """No change in the rows for this long, with work owed, means a stuck embedded worker: longer
+    than a lease plus a republish, so the reaper has had its chance to move the work."""
+    return 2 * settings.CRAWL_LEASE_SECONDS + settings.CRAWL_REPUBLISH_SECONDS
+
+
+def crawl_run(
+    project: Project,
+    *,
+    seeds: dict[str, list[str]],
+    recrawl: bool,
+    workers: int | None,
+    timeout: float,
+    on_progress: Callable[[dict, float], None] | None,
+    progress_every: float,
+    on_notice: Callable[[str], None] | None,
+) -> Run:
+    """crawlhub.run(): begin (or resume) the job, queue its seeds, wait for its end, stop the workers."""
+    started, notice = time.monotonic(), on_notice or log.info
+    job = job_for(project, kind=Job.Kind.RECRAWL if recrawl else Job.Kind.CRAWL, notice=notice)
+    job_queue(project, job, seeds=seeds, recrawl=recrawl)
+    completed = interrupted = False
+    worker = None
+    with sigterm_interrupts():
+        try:
+            worker = _start_worker(workers)
+            try:
+                waiting = Waiting(project, worker, notice=notice, on_progress=on_progress, every=progress_every)
+                completed = waiting.wait(timeout=timeout, started=started)
+            except KeyboardInterrupt:
+                interrupted = True
+            if completed:
+                job_finish(job=job)
+            elif worker:
+                job_pause(job=job)  # no worker is left to run it: it is paused, not "running"
+        finally:
+            if worker:
+                if completed:
+                    with contextlib.suppress(*OUTAGES):
+                        worker.drain()
+                worker.stop()
+    job.refresh_from_db()
+    return Run(job=job, completed=completed, interrupted=interrupted, embedded=worker is not None)
+
+
+def job_for(project: Project, *, kind: str, notice: Callable[[str], None]) -> Job:
+    """The project's job: a new one, the one running, or its paused one, resumed."""
+    job, created = job_begin(project=project, kind=kind, trigger=Job.Trigger.COMMAND)
+    if job.state == Job.State.PAUSED:
+        job_resume(job=job)
+        notice(f"resumed the paused job {job.id} of project {project.slug}")
+    else:
+        notice(f"{'job' if created else 'joined the running job'} {job.id} of project {project.slug}")
+    return job
+
+
+def job_queue(project: Project, job: Job, *, seeds: dict[str, list[str]], recrawl: bool) -> None:
+    """Activate the project, add the seeds (refused ones become failed rows saying why, and failed
+    seeds get another chance) and publish everything owed, as the job."""
+    with job_scope(job.id):
+        control.project_activate(project=project)
+        new_ids = []
+        for kind, urls in seeds.items():
+            new_ids += seeds_add(project=project, urls=urls, kind=kind)
+        new_ids += seeds_retry_failed(project=project, urls=[u for urls in seeds.values() for u in urls])
+        # Work left over from an interrupted run is published now, not after the republish timeout.
+        pages_publish_owed(Page.objects.filter(project=project).exclude(id__in=new_ids))
+        assets_publish_owed(project.assets.all())
+        if recrawl:
+            control.pages_recrawl(project=project)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """SIGTERM (a `timeout`, a supervisor, a CI job) raises KeyboardInterrupt, as Ctrl-C does, so the
+    embedded workers are stopped and the job paused instead of left running with no parent. Once:
+    a second SIGTERM does not cut the stop short. Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _start_worker(workers: int | None) -> EmbeddedWorker | None:
+    count = workers if workers is not None else (2 if settings.CELERY_EMBEDDED_BROKER else 0)
+    if count <= 0:
+        return None
+    worker = EmbeddedWorker(concurrency=count)
+    worker.start()
+    return worker
+
+
+class Waiting:
+    """The wait for the project to owe no more work: reaps, ticks the jobs and sinks, restarts a
+    stuck embedded worker, rides out database and broker outages, reports progress."""
+
+    def __init__(self, project: Project, worker, *, notice, on_progress, every: float):
+        self.project, self.worker, self.notice = project, worker, notice
+        self.on_progress, self.every, self.warned = on_progress, every, []
+
+    def wait(self, *, timeout: float, started: float) -> bool:
+        """True when the work is done; False when `timeout` (seconds from `started`) passed first."""
+        last_reap, last_line = float("-inf"), time.monotonic()  # reap at once: work of an interrupted run
+        seen, last_change, last_count, progress = None, time.monotonic(), float("-inf"), None
+        count_every = COUNT_EVERY_SECONDS
+        while True:
+            now = time.monotonic()
+            if timeout and now - started > timeout:
+                return False
+            if self.worker:
+                stalled = now - last_change > stall_seconds()
+                self.worker.keep_alive(stalled=stalled)
+                if stalled:
+                    last_change = now  # the restarted worker gets its own time
+            try:
+                if now - last_reap >= REAP_EVERY_SECONDS:
+                    reap(project_id=self.project.id)
+                    jobs_tick()
+                    sinks_tick()
+                    last_reap = now
+                if now - last_count >= count_every or not project_work_owed(self.project):
+                    counting = time.monotonic()
+                    progress, last_count = project_progress(self.project), time.monotonic()
+                    # It counts every row of the project (0.2 s at 100,000 rows): at most ~1% of a core of
+                    # the database; the end of the crawl is seen by the cheap probe in between.
+                    count_every = max(COUNT_EVERY_SECONDS, 100 * (last_count - counting))
+                    if progress != seen:
+                        seen, last_change = progress, now
+                    if self.worker is None:
+                        self._warn_unworked()
+                    if progress["pending"] == 0 and not sinks_owed(self.project.id, failing=False):
+                        reap(project_id=self.project.id)  # a last sweep: stale temp files of killed downloads
+                        return True
+            except OUTAGES as exc:
+                # The database or the broker is down (restarting, failing over): the work is in the
+                # rows, so wait for them to come back instead of giving up on the crawl.
+                self._outage(exc)
+                time.sleep(OUTAGE_WAIT_SECONDS)
+                continue
+            if self.on_progress and now - last_line >= self.every:
+                self.on_progress(progress, now - started)
+                last_line = now
+            time.sleep(POLL_SECONDS)
+
+    def _warn_unworked(self) -> None:
+        """Distributed: say at once (and again when it changes) that owed work has no worker to take
+        it, instead of waiting in silence for workers that are not there."""
+        warnings = stage_warnings(stage_backlog(self.project), rendered=self.project.render_js)
+        if warnings and warnings != self.warned:
+            for warning in warnings:
+                self.notice(f"waiting: {warning}")
+        self.warned = warnings
+
+    def _outage(self, exc: Exception) -> None:
+        with contextlib.suppress(db.Error):
+            db.connection.close()  # the next query opens a fresh connection
+        self.notice(f"waiting for the database or broker: {type(exc).__name__}: {str(exc).strip()[:200]}")
