@@ -101,13 +101,16 @@ def hosts_learn_delays(delays: dict[str, float | None]) -> dict[str, datetime]:
     first_by = timezone.now() + timedelta(seconds=LEAD_SECONDS)
     learned = {}
     for host, delay in delays.items():
-        if host in known and known[host] != (delay or 0.0):
-            after_first = first_by + timedelta(seconds=(delay or 0.0) + SLOT_MARGIN)
-            Host.objects.filter(host=host).update(
-                crawl_delay=delay or 0.0, next_allowed_at=Greatest("next_allowed_at", Value(after_first))
-            )
-            if delay:
-                learned[host] = first_by
+        if host not in known or known[host] == (delay or 0.0):
+            continue
+        if not delay:  # no Crawl-delay: nothing to space
+            Host.objects.filter(host=host).update(crawl_delay=0.0)
+            continue
+        after_first = first_by + timedelta(seconds=delay + SLOT_MARGIN)
+        Host.objects.filter(host=host).update(
+            crawl_delay=delay, next_allowed_at=Greatest("next_allowed_at", Value(after_first))
+        )
+        learned[host] = first_by
     return learned
 
 
