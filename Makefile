@@ -57,9 +57,11 @@ system-deps:
 test: install-dev system-deps services
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The whole fault-injection suite on a few thousand pages (tests/faults/); `make test` runs a quick subset.
+# The whole fault-injection suite on a few thousand pages (tests/faults/), then the other suites' long fault
+# scenarios (marked `fault`: kills, outages, refusals that last); `make test` runs a quick subset.
 faults: install-dev system-deps services
 	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/test_fuzz_decoding.py $(PYTEST_ARGS)
+	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest -m fault tests --ignore=tests/faults $(PYTEST_ARGS)
 
 # The benchmark: crawlhub distributed and embedded, then Scrapy, on the same site; prints the ratio table
 # (also var/bench/latest.md and .json). Uses the optional shared benchmark (a shared/bench folder beside the repository) when present.

@@ -19,6 +19,17 @@ from tests.s3 import bucket, s3_endpoint  # noqa: F401 - fixtures shared by the 
 from tests.servers import SiteServer
 
 BASE_DIR = Path(settings.BASE_DIR)
+FAULTS = os.environ.get("CRAWLHUB_FAULTS", "") == "full"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `fault` are long fault scenarios: `make faults` (CRAWLHUB_FAULTS=full) runs them."""
+    if FAULTS:
+        return
+    skip = pytest.mark.skip(reason="a long fault scenario: part of `make faults`, not of `make test`")
+    for item in items:
+        if item.get_closest_marker("fault"):
+            item.add_marker(skip)
 
 
 # Not linked from any page of the site: targets for the bad-input tests.

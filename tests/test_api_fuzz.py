@@ -15,7 +15,7 @@ from media.models import MediaAsset
 from scrape.models import Item
 from tests.conftest import BASE_DIR, run_manage
 
-MAX_EXAMPLES = 10
+MAX_EXAMPLES = 5
 
 
 def test_the_schema_validates_without_warnings_or_errors(tmp_path):

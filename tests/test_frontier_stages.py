@@ -42,6 +42,7 @@ def crawl(project: str, url: str, env: dict, timeout: int = 200):
     return last_json_line(done.stdout)
 
 
+@pytest.mark.fault
 def test_poison_pages_fail_alone_and_the_crawl_completes(workers, worker_env):
     json_ld = '<script type="application/ld+json">{"name": "a\\ud800b", "price": NaN}</script>'
     names = [f"p{i}" for i in range(8)] + ["surrogate", "unstorable", "kill"]
@@ -63,6 +64,7 @@ def test_poison_pages_fail_alone_and_the_crawl_completes(workers, worker_env):
     assert stored == [{"name": "a\ufffdb", "price": None}], "made valid for JSONB, not refused"
 
 
+@pytest.mark.fault
 def test_a_download_over_the_hard_time_limit_fails_after_the_attempt_cap(workers, worker_env):
     site = hub_site([], {"/slow.jpg": (200, {"Content-Type": "image/jpeg"}, b"\xff\xd8" + bytes(1_000_000))})
     site.files["/"] = html('<img src="/slow.jpg">')

@@ -110,6 +110,7 @@ def big_file_site(size: int = 24 * 1024 * 1024) -> Site:
     return site
 
 
+@pytest.mark.fault
 def test_it_completes_a_download_killed_midway_without_partial_objects(workers, media_env):
     site = big_file_site()
     sha256 = hashlib.sha256(site.files["/files/big.mp4"][2]).hexdigest()

@@ -144,6 +144,7 @@ def test_every_kind_gets_every_item_of_a_crawl_exactly_once_across_a_worker_cras
     assert len(handed) > len(set(handed)), "the crashed batch was handed again, and recognised by its keys"
 
 
+@pytest.mark.fault
 def test_a_failing_sink_holds_back_nothing_and_says_why(site_server, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}

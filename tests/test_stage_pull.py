@@ -96,6 +96,7 @@ def drop_connections(times: int, every: float, stop: threading.Event) -> list[in
     return dropped
 
 
+@pytest.mark.fault
 def test_a_crawl_whose_database_connections_drop_midway_goes_on_within_seconds(site, truth, workers, worker_env):
     """Every PostgreSQL session of the workers and the crawl command is cut three times mid-crawl:
     messages whose task hit a dead connection are lost, and the crawl still ends complete, well

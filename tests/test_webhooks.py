@@ -143,6 +143,7 @@ def test_the_sink_secret_is_never_shown_and_a_masked_one_sent_back_keeps_it(db, 
 
 
 @pytest.mark.integration
+@pytest.mark.fault
 def test_the_http_sink_delivers_every_item_of_a_crawl_once_across_a_kill_and_a_refusing_receiver(
     site_server, workers, worker_env, tmp_path, django_user_model
 ):
