@@ -14,6 +14,7 @@ class CrawlConfig(AppConfig):
 
         from crawl import patterns, signals  # noqa: F401 - signals connects the schedule sync
         from crawl.connections import task_connections_connect
+        from crawl.frontier.leases import leases_task_connect
         from crawl.logging import structlog_configure, task_context_connect
         from crawl.netguard import allow_networks, refuse_services
         from crawl.sqlcount import sqlcount_install
@@ -25,6 +26,7 @@ class CrawlConfig(AppConfig):
         structlog_configure(log_format=settings.CRAWLHUB_LOG_FORMAT)
         task_context_connect()
         task_connections_connect()
+        leases_task_connect()
         sqlcount_install()  # the benchmark's statement counts; nothing unless CRAWLHUB_SQL_COUNT_DIR is set
 
 

@@ -318,3 +318,30 @@ def test_a_project_far_ahead_of_its_extraction_fetches_nothing_more_until_it_cat
     with transaction.atomic():
         ready = {project_id for _, project_id, _ in pages_ready(limit=50, render=False, due=timezone.now())}
     assert ready == {project.id, other.id}
+
+
+def test_a_task_that_failed_gives_its_leases_up_before_the_next_one(project):
+    """A task that fails (the database restarted under it) leaves its process alive, so no heartbeat
+    says its claims are abandoned: the process expires them itself when its next task starts, and
+    the reaper hands them back then, not a lease later."""
+    from crawl.frontier.leases import leases_task_ended, leases_task_started
+
+    ids = discover(project, urls(3))
+    leases_task_started()
+    token, claimed = pages_claim_for_fetch(ids[:2], worker="fetch@h")
+    HostLease.objects.create(host="example.com", token=token, slots=1, expires_at=timezone.now() + timedelta(hours=1))
+    leases_task_ended(state="FAILURE")
+    leases_task_started()
+    _, kept = pages_claim_for_fetch(ids[2:], worker="fetch@h")
+    leases_task_ended(state="SUCCESS")
+    leases_task_started()
+    leases_task_ended(state="SUCCESS")
+    report = reap(project_id=project.id)
+    assert len(claimed) == 2 and len(kept) == 1
+    assert report.leases_expired == 2, "the failed task's two rows come back; the succeeded one's claim stays"
+    assert dict(Page.objects.filter(id__in=ids).values_list("id", "state")) == {
+        ids[0]: "queued",
+        ids[1]: "queued",
+        ids[2]: "leased",
+    }
+    assert not HostLease.objects.filter(token=token, expires_at__gt=timezone.now()).exists()

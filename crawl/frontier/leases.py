@@ -8,13 +8,13 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.models import F, OuterRef, Q, Subquery
 from django.db.models.sql import Query
 from django.utils import timezone
 
 from crawl.db import NoJsonForm, chunked, json_preparer
-from crawl.models import Project
+from crawl.models import HostLease, Project
 
 FINISH_CHUNK = 100
 
@@ -48,6 +48,8 @@ def lease_claim(
     model.objects.filter(claimable, id__in=ids).update(
         lease_token=token, lease_expires_at=lease_until(), attempts=F("attempts") + 1, job_id=job, **columns
     )
+    if _task["running"]:
+        _task["claimed"].append((model, token))
     rows = list(model.objects.filter(id__in=ids, lease_token=token))
     # One Project object per project, not one per row as select_related builds (a batch is one
     # project nearly always, and a Project has some sixty columns to instantiate).
@@ -185,3 +187,44 @@ class _ColumnWriter:
             return sql
         self.params.append(field.get_db_prep_save(value, self.connection))
         return f"%s::{field.cast_db_type(self.connection)}" if self.casts else "%s"
+
+
+# The claims of the Celery task this process runs. A task that fails (the database restarted under
+# it, say) leaves rows leased by a process that lives on: its heartbeats say nothing is wrong, so
+# the process itself gives them up before its next task, once the database answers again, and the
+# reaper hands them back at once instead of after CRAWL_LEASE_SECONDS.
+_task: dict = {"running": False, "claimed": [], "abandoned": []}
+
+
+def leases_task_started(**_) -> None:
+    _task["running"], _task["claimed"] = True, []
+    if _task["abandoned"]:
+        try:
+            leases_give_up(_task["abandoned"])
+            _task["abandoned"] = []
+        except DatabaseError:  # still away: the next task tries again
+            pass
+
+
+def leases_task_ended(*, state: str | None = None, **_) -> None:
+    if state != "SUCCESS":
+        _task["abandoned"] += _task["claimed"]
+    _task["running"], _task["claimed"] = False, []
+
+
+def leases_give_up(claims: list[tuple[type, uuid.UUID]]) -> int:
+    """Expire the leases of these claims that still hold rows, and the host capacity they booked."""
+    past = timezone.now() - timedelta(seconds=1)
+    given = 0
+    for model, token in claims:
+        given += model.objects.filter(lease_token=token, lease_expires_at__gt=past).update(lease_expires_at=past)
+        HostLease.objects.filter(token=token).update(expires_at=past)
+    return given
+
+
+def leases_task_connect() -> None:
+    """Track each task's claims (called once, from ready())."""
+    from celery import signals
+
+    signals.task_prerun.connect(leases_task_started, dispatch_uid="crawlhub.leases.pre", weak=False)
+    signals.task_postrun.connect(leases_task_ended, dispatch_uid="crawlhub.leases.post", weak=False)
