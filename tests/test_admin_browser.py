@@ -20,7 +20,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from console.selectors import project_errors, project_progress
 from crawl.models import Page, Project
-from tests.conftest import BASE_DIR
+from tests.conftest import BASE_DIR, beat_stop
 
 pytestmark = [
     pytest.mark.integration,
@@ -66,8 +66,7 @@ def beat(env: dict, log_dir: Path) -> Iterator[subprocess.Popen]:
         try:
             yield proc
         finally:
-            proc.terminate()
-            proc.wait(20)
+            beat_stop(proc)
 
 
 def log_in(page: BrowserPage, base: str) -> None:

@@ -12,7 +12,7 @@ from bench.check import assert_complete, ledger_key
 from crawl.models import Page
 from media.models import MediaAsset
 from scrape.models import Item
-from tests.conftest import BASE_DIR, export_pages, last_json_line, run_manage
+from tests.conftest import BASE_DIR, beat_stop, export_pages, last_json_line, run_manage
 from tests.servers import SiteServer
 
 pytestmark = pytest.mark.integration
@@ -120,7 +120,6 @@ def test_it_recovers_a_dead_workers_lease_through_beat_alone(site, site_server, 
             assert time.monotonic() < deadline, "beat's reaper never brought the work back"
             time.sleep(0.5)
     finally:
-        beat.terminate()
-        beat.wait(20)
+        beat_stop(beat)
     seed = Page.objects.get(project=project, depth=0)
     assert (seed.state, seed.fetched_by.split("@")[0]) == ("done", "fetch")

@@ -30,7 +30,7 @@ from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_extract
 from crawl.models import Page, Project, Seed
 from media.models import MediaAsset
-from tests.conftest import last_json_line, run_manage
+from tests.conftest import beat_stop, last_json_line, run_manage
 from tests.test_admin_console import add_page
 
 T = Job.Trigger.COMMAND
@@ -271,8 +271,7 @@ def test_the_scheduler_warning_goes_within_seconds_of_beat_starting(project, wor
         synced = PeriodicTask.objects.exclude(last_run_at=None).values_list("last_run_at", flat=True)
         assert not [t for t in synced if t > timezone.now() - timedelta(minutes=1)], "not from last_run_at"
     finally:
-        beat.terminate()
-        beat.wait(20)
+        beat_stop(beat)
 
 
 def test_the_overview_buttons_start_pause_and_cancel_jobs(project, admin_client):
