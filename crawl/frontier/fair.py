@@ -1,5 +1,5 @@
-"""Fair shares between projects for the stages that pull their work from the rows (extract and
-download; fetch has its own in pages.py, with the extract backlog rule)."""
+"""Fair shares between projects for the stages that pull their work from the rows (fetch, extract
+and download)."""
 
 import itertools
 from collections.abc import Callable

@@ -8,7 +8,6 @@ Every write here is a compare-and-set (on the lease token, or on the state it le
 message is published after the commit it depends on.
 """
 
-import itertools
 import logging
 import uuid
 from collections import Counter
@@ -52,20 +51,7 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     another project's pages are never extracted behind a long queue of its own. Each project's
     share is one probe of the page_ready index: the cost follows the batch and the number of
     projects, not the size of the frontier."""
-    projects = _fetching_project_ids(render)
-    offers: dict[int, list] = {p: [] for p in projects}
-    wanted = limit
-    while projects and wanted > 0:
-        share, full = -(-wanted // len(projects)), []
-        for project_id in projects:
-            rows = _due_rows(project_id, due, len(offers[project_id]), share)
-            offers[project_id] += rows
-            if len(rows) == share:
-                full.append(project_id)
-        wanted = limit - sum(len(rows) for rows in offers.values())
-        projects = full  # smaller each round while rows are wanted: some project ran out
-    interleaved = [row for rows in itertools.zip_longest(*offers.values()) for row in rows if row]
-    return interleaved[:limit]
+    return fair_rows(_fetching_project_ids(render), limit, lambda p, offset, count: _due_rows(p, due, offset, count))
 
 
 def _fetching_project_ids(render: bool) -> list[int]:
