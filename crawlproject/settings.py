@@ -282,8 +282,9 @@ CRAWL_CHROMIUM_PATH = env.str("CRAWL_CHROMIUM_PATH", default="")
 CRAWL_DOWNLOAD_BATCH = env.int("CRAWL_DOWNLOAD_BATCH", default=10)
 # A claimed batch is owned for this long; after it the reaper gives the work to someone else.
 CRAWL_LEASE_SECONDS = env.int("CRAWL_LEASE_SECONDS", default=600)
-# Queued work with no message seen for this long is published again (lost broker message).
-CRAWL_REPUBLISH_SECONDS = env.int("CRAWL_REPUBLISH_SECONDS", default=300)
+# A row the reaper sent alone (a suspect) whose message was lost is sent again after this long; other
+# work is pulled by wake-ups. A duplicate message claims nothing, so this can be short.
+CRAWL_REPUBLISH_SECONDS = env.int("CRAWL_REPUBLISH_SECONDS", default=30)
 CRAWL_REAP_INTERVAL_SECONDS = env.int("CRAWL_REAP_INTERVAL_SECONDS", default=10)
 # Work that waits (politeness, Retry-After, retry back-off) is woken by a message with a countdown of
 # at most this many seconds; longer waits are handed out by the reaper once due. Keep it well under
