@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -86,6 +87,12 @@ class Project(models.Model):
     )
     concurrency = models.PositiveSmallIntegerField(
         default=8, help_text="Requests in flight at once within one fetch batch."
+    )
+    weight = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Share of the workers when projects have work at once: each claim of fetch, extract and "
+        "download gives a project of weight 2 twice the rows of one of weight 1 (1 to 100).",
     )
     allow_private = models.BooleanField(
         default=False, help_text="Allow loopback and private addresses (intranet crawls, tests)."

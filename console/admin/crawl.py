@@ -45,7 +45,7 @@ class ProjectAdmin(ProjectScopedAdmin):
     inlines = [SeedInline, RuleSetInline, SinkInline, OwnerInline]
     readonly_fields = ("frontier", "robots_sitemaps", "session", *MASKED.values())
     fieldsets = (
-        (None, {"fields": ("name", "slug", "status", "frontier")}),
+        (None, {"fields": ("name", "slug", "status", "weight", "frontier")}),
         ("Seeds", {"fields": ("bulk_seeds", "robots_sitemaps")}),
         (
             "Scope",

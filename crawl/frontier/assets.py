@@ -13,7 +13,7 @@ from crawl.db import chunked, insert_new
 from crawl.models import Page, Project
 
 from . import stages
-from .fair import fair_rows
+from .fair import fair_rows, project_weights
 from .leases import lease_claim, lease_finish, lease_holder
 from .pages import failures_log, pages_complete
 from .verdicts import Done, Fail, Postpone, Retry, Verdict, error_columns, retry_at
@@ -42,11 +42,11 @@ def assets_insert(rows: list, *, done: bool = False) -> list[int]:
 
 
 def assets_ready(*, limit: int) -> list[tuple[int, int, str]]:
-    """(id, project_id, url) of up to `limit` queued assets due now, fair between projects (an
-    equal share each, earliest due first, interleaved). Rows another claim holds locked are skipped
+    """(id, project_id, url) of up to `limit` queued assets due now, fair between projects (a
+    share by weight each, earliest due first, interleaved). Rows another claim holds locked are skipped
     (PostgreSQL), so claims running at once take different assets; the caller's transaction holds
     the locks until it leases them. Each share is one probe of the asset_ready index."""
-    return fair_rows(_project_ids(), limit, _due_rows)
+    return fair_rows(project_weights(), limit, _due_rows)
 
 
 def _project_ids() -> list[int]:

@@ -11,6 +11,7 @@ message is published after the commit it depends on.
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
@@ -23,7 +24,7 @@ from crawl.health import health_count
 from crawl.models import Page, PageContent, Project
 
 from . import stages
-from .fair import fair_rows
+from .fair import fair_rows, project_weights
 from .leases import lease_claim, lease_finish, lease_holder
 from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at, retry_later_at
 from .wakeups import waiting_until, wakeups_group
@@ -43,7 +44,7 @@ def _active_project_ids(**filters) -> list[int]:
 
 def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     """(id, project_id, host) of up to `limit` queued pages due by `due`, fair between the active
-    projects of the stage: each offers an equal share (highest priority, then earliest due, first),
+    projects of the stage: each offers a share by its weight (highest priority, then earliest due, first),
     a share another project leaves unused goes to those with more, and the shares are interleaved.
     Rows another claim holds locked are skipped (PostgreSQL), so claims running at once take
     different pages. A project whose fetched pages wait for extraction beyond EXTRACT_BACKLOG
@@ -54,12 +55,14 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     return fair_rows(_fetching_project_ids(render), limit, lambda p, offset, count: _due_rows(p, due, offset, count))
 
 
-def _fetching_project_ids(render: bool) -> list[int]:
-    """The active projects of the stage whose fetching is not paused for their extract backlog."""
+def _fetching_project_ids(render: bool) -> dict[int, int]:
+    """{project id: weight} of the active projects of the stage whose fetching is not paused for
+    their extract backlog."""
     backlog = EXTRACT_BACKLOG * settings.CRAWL_EXTRACT_BATCH
     waiting = Page.objects.filter(state=FETCHED).values("project_id").annotate(n=Count("id")).filter(n__gt=backlog)
     backlogged = set(waiting.values_list("project_id", flat=True))  # few rows: fetching pauses at the backlog
-    return [p for p in _active_project_ids(render_js=render) if p not in backlogged]
+    weights = project_weights(status=Project.Status.ACTIVE, render_js=render)
+    return {p: weight for p, weight in weights.items() if p not in backlogged}
 
 
 def pages_fetch_resumes(project: Project) -> None:
@@ -78,16 +81,16 @@ def _due_rows(project_id: int, due, offset: int, count: int) -> list[tuple[int, 
     return list(ordered[offset : offset + count])
 
 
-def pages_next_due(*, render: bool, projects: list[int] | None = None):
+def pages_next_due(*, render: bool, projects: Iterable[int] | None = None):
     """When the earliest queued page of the stage's active projects (or of `projects`) is due (None:
     none waits). A project paused for its extract backlog waits for its extraction, which wakes the
     stage."""
     projects = _fetching_project_ids(render) if projects is None else projects
-    waiting = Page.objects.filter(state=QUEUED, suspect=False, project_id__in=projects)
+    waiting = Page.objects.filter(state=QUEUED, suspect=False, project_id__in=list(projects))
     return waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
 
 
-def pages_wake_when_due(*, render: bool, early: float, least: float, projects: list[int] | None = None) -> None:
+def pages_wake_when_due(*, render: bool, early: float, least: float, projects: Iterable[int] | None = None) -> None:
     """Book the fetch (or render) stage's next wake-up for when its earliest queued page is due,
     `early` seconds before (its slot is booked then), and at least `least` seconds from now."""
     due = pages_next_due(render=render, projects=projects)
@@ -133,13 +136,12 @@ def pages_claim_for_extract(page_ids: list[int], *, worker: str = "") -> tuple[u
 
 @transaction.atomic
 def pages_claim_ready_for_extract(*, limit: int, worker: str = "") -> tuple[uuid.UUID, list[Page]]:
-    """Lease up to `limit` fetched pages nobody holds, fair between projects (an equal share each,
-    highest priority first), in one short transaction: rows another claim holds locked are skipped
+    """Lease up to `limit` fetched pages nobody holds, fair between projects (a share by weight
+    each, highest priority first), in one short transaction: rows another claim holds locked are skipped
     (PostgreSQL), so claims running at once take different pages. A full batch wakes the stage
     again after the commit (more may be ready, for another worker process). Each share is one
     probe of the page_extract_ready index: the cost follows the batch, not the backlog."""
-    projects = list(Project.objects.order_by("id").values_list("id", flat=True))
-    ids = fair_rows(projects, limit, _extractable_ids)
+    ids = fair_rows(project_weights(), limit, _extractable_ids)
     if len(ids) >= limit:
         transaction.on_commit(lambda: stages.wake_stage(stages.EXTRACT))
     return pages_claim_for_extract(ids, worker=worker)
