@@ -185,8 +185,10 @@ def _unnest_rows(fields, chunk, connection) -> tuple[str, list]:
 def commit_order_lock(name: str) -> None:
     """Hold a lock named `name` until the caller's transaction ends, so the rows the holders insert
     commit in the order of their ids: a reader that has seen id N will never see a smaller id
-    appear later (a feed read by id cursor). PostgreSQL: a transaction-scoped advisory lock. SQLite
-    needs none: its writers already take turns, each holding the database until it commits."""
+    appear later (a feed read by id cursor). PostgreSQL: a transaction-scoped advisory lock, and a
+    commit that waits for the disk even in a stage task (crawl/connections.py), so a row a reader has
+    seen is never taken back by a crash. SQLite needs none: its writers already take turns, each
+    holding the database until it commits."""
     connection = connections[DEFAULT_DB_ALIAS]
     if connection.vendor != "postgresql":
         return
@@ -194,6 +196,7 @@ def commit_order_lock(name: str) -> None:
         raise RuntimeError("commit_order_lock needs a transaction: it is held until the commit")
     key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
     with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit TO on")
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
 

@@ -282,6 +282,8 @@ CRAWL_CHROMIUM_PATH = env.str("CRAWL_CHROMIUM_PATH", default="")
 CRAWL_DOWNLOAD_BATCH = env.int("CRAWL_DOWNLOAD_BATCH", default=10)
 # A claimed batch is owned for this long; after it the reaper gives the work to someone else.
 CRAWL_LEASE_SECONDS = env.int("CRAWL_LEASE_SECONDS", default=600)
+# The stage tasks' commits wait for PostgreSQL's disk flush only when this is on (crawl/connections.py).
+CRAWL_STAGE_SYNCHRONOUS_COMMIT = env.bool("CRAWL_STAGE_SYNCHRONOUS_COMMIT", default=False)
 # A row the reaper sent alone (a suspect) whose message was lost is sent again after this long; other
 # work is pulled by wake-ups. A duplicate message claims nothing, so this can be short.
 CRAWL_REPUBLISH_SECONDS = env.int("CRAWL_REPUBLISH_SECONDS", default=30)
