@@ -7,6 +7,8 @@ serves them all and logs every request with its time, so politeness is read from
 
 import argparse
 import asyncio
+import contextlib
+import os
 import resource
 import signal
 import time
@@ -112,6 +114,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18300)
     parser.add_argument("--log", type=Path, required=True)
     args = parser.parse_args()
+    with contextlib.suppress(OSError):  # the clock of every figure: ahead of the crawlers for the CPU (when allowed)
+        os.setpriority(os.PRIO_PROCESS, 0, -10)
     asyncio.run(serve(args.hosts, args.pages, args.delay, args.port, args.log))
 
 
