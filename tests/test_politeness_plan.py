@@ -42,6 +42,21 @@ def test_it_shares_a_hosts_in_flight_capacity_between_batches(project):
     assert grant(project).in_flight == 2
 
 
+def test_a_project_wanting_one_page_of_a_shared_host_is_served_before_another_ones_batch(project):
+    """Two projects on one host: claim after claim, the batch of the project whose id sorts first
+    must not take the host's whole capacity before the other's one due hub."""
+    monitor = project_get_or_create(name="plan-monitor", max_per_host=2)
+    Host.objects.update_or_create(host="h.test", defaults={"crawl_delay": 0.0})
+    for _ in range(3):
+        with transaction.atomic():
+            wanted = {("h.test", project.id): 25, ("h.test", monitor.id): 1}
+            projects = {project.id: project, monitor.id: monitor}
+            grants = hosts_grant(wanted=wanted, projects=projects, token=uuid.uuid4(), ahead=GRANT_AHEAD_SECONDS)
+        assert grants[("h.test", monitor.id)].in_flight == 1
+        assert grants[("h.test", project.id)].in_flight == 1, "the batch gets what is left of the cap"
+        HostLease.objects.all().delete()
+
+
 def test_it_forgets_the_capacity_of_a_batch_whose_worker_died(project):
     grant(project)
     HostLease.objects.update(expires_at=timezone.now() - timedelta(seconds=1))

@@ -9,6 +9,7 @@ host, and the claim that comes then takes them.
 """
 
 import math
+import random
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -64,14 +65,16 @@ def hosts_grant(
     pages beyond what may start now get the host's next free slots (`slotted_until` remembers how
     far they go, so the next claim's pages queue behind them). The capacity is held by HostLeases
     under `token`: hosts_release(token) frees it. `ahead`: how far ahead slots may be booked (at
-    most GRANT_AHEAD_SECONDS; 0: only requests that may start now)."""
+    most GRANT_AHEAD_SECONDS; 0: only requests that may start now). Projects sharing a host are
+    served the smallest demand first (ties in random order), so a project's one due hub is not
+    starved of the host's capacity by another project's batch claim after claim."""
     now = timezone.now()
     names = sorted({host for host, _ in wanted})
     Host.objects.bulk_create([Host(host=h) for h in names], ignore_conflicts=True)
     rows = {row.host: row for row in Host.objects.select_for_update().filter(host__in=names).order_by("host")}
     used = _in_flight(names, now)
     grants, leases = {}, []
-    for host, project_id in sorted(wanted):
+    for host, project_id in sorted(wanted, key=lambda key: (key[0], wanted[key], random.random())):
         grant = _grant(projects[project_id], rows[host], wanted[(host, project_id)], now, used, ahead)
         grants[(host, project_id)] = grant
         if grant.granted:
