@@ -1,5 +1,6 @@
 """The politeness planner on the real database: slots, shared in-flight capacity, token bucket."""
 
+import itertools
 import uuid
 from datetime import timedelta
 
@@ -55,6 +56,30 @@ def test_a_project_wanting_one_page_of_a_shared_host_is_served_before_another_on
         assert grants[("h.test", monitor.id)].in_flight == 1
         assert grants[("h.test", project.id)].in_flight == 1, "the batch gets what is left of the cap"
         HostLease.objects.all().delete()
+
+
+def test_polite_hosts_booked_by_one_claim_start_a_few_milliseconds_apart(project):
+    """Fifty polite hosts due at one instant: their slots are staggered, so the one event loop that
+    sends them one after another is on time for each."""
+    from crawl.services.politeness import STAGGER_SECONDS
+
+    names = [f"h{i}.test" for i in range(50)]
+    for name in names:
+        Host.objects.update_or_create(host=name, defaults={"crawl_delay": 1.0})
+    with transaction.atomic():
+        grants = hosts_grant(
+            wanted={(name, project.id): 1 for name in names},
+            projects={project.id: project},
+            token=uuid.uuid4(),
+            ahead=GRANT_AHEAD_SECONDS,
+        )
+    starts = sorted(grant.start_at for grant in grants.values())
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= STAGGER_SECONDS - 1e-6
+    assert (starts[-1] - starts[0]).total_seconds() < 50 * STAGGER_SECONDS + 0.01
+    nexts = {row.host: row.next_allowed_at for row in Host.objects.filter(host__in=names)}
+    for name in names:  # the next slot keeps the staggered start's phase
+        assert (nexts[name] - grants[(name, project.id)].start_at).total_seconds() >= 1.1 - 1e-6
 
 
 def test_it_forgets_the_capacity_of_a_batch_whose_worker_died(project):

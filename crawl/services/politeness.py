@@ -30,6 +30,10 @@ NOW_SECONDS = 0.05  # a slot this close counts as now
 # A polite host's first slot is booked this far from the claim, so the request is on time at its slot
 # after the claim's own writes (a request later than its slot is not sent).
 LEAD_SECONDS = 0.25
+# Polite hosts' slots booked by one claim start at least this far apart: one event loop sends the
+# requests one after another (about a millisecond each on a busy machine), so fifty hosts whose
+# slots fell on one instant saw the last ones sent past their slot, and they waited a delay more.
+STAGGER_SECONDS = 0.003
 
 
 @dataclass
@@ -73,9 +77,9 @@ def hosts_grant(
     Host.objects.bulk_create([Host(host=h) for h in names], ignore_conflicts=True)
     rows = {row.host: row for row in Host.objects.select_for_update().filter(host__in=names).order_by("host")}
     used = _in_flight(names, now)
-    grants, leases = {}, []
+    grants, leases, planned = {}, [], set()
     for host, project_id in sorted(wanted, key=lambda key: (key[0], wanted[key], random.random())):
-        grant = _grant(projects[project_id], rows[host], wanted[(host, project_id)], now, used, ahead)
+        grant = _grant(projects[project_id], rows[host], wanted[(host, project_id)], now, used, ahead, planned)
         grants[(host, project_id)] = grant
         if grant.granted:
             used[host] = used.get(host, 0) + grant.in_flight
@@ -133,12 +137,16 @@ def host_cap(project: Project, row: Host) -> int:
     return row.max_in_flight or project.max_per_host
 
 
-def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[str, int], ahead: float) -> HostGrant:
+def _grant(
+    project: Project, row: Host, wanted: int, now: datetime, used: dict[str, int], ahead: float, planned: set[int]
+) -> HostGrant:
     if row.blocked:
         return HostGrant(host=row.host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
     spacing = _spacing(project, row)
     earliest = now + timedelta(seconds=LEAD_SECONDS if spacing else 0.0)
     start = max(earliest, row.next_allowed_at, row.backoff_until or now)
+    if spacing:
+        start = _staggered(start, planned)
     wait = (start - earliest).total_seconds()
     free = host_cap(project, row) - used.get(row.host, 0)
     if free <= 0:  # other batches hold every connection the host allows: these stay due
@@ -146,7 +154,7 @@ def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[s
     if wait > ahead + NOW_SECONDS:
         granted = 0
     elif spacing:
-        granted = min(wanted, int((ahead - wait) // spacing) + 1)
+        granted = min(wanted, int((ahead - max(0.0, wait - NOW_SECONDS)) // spacing) + 1)
     else:
         granted = wanted
     if project.obey_robots and row.crawl_delay is None:
@@ -159,6 +167,16 @@ def _grant(project: Project, row: Host, wanted: int, now: datetime, used: dict[s
     if granted < wanted:
         grant.later = _queue_behind(row, next_free, wanted - granted, spacing, now)
     return grant
+
+
+def _staggered(start: datetime, planned: set[int]) -> datetime:
+    """`start`, or a little later, so that no other slot of the claim (`planned`: the STAGGER_SECONDS
+    steps taken) is within STAGGER_SECONDS of it. Later is always polite."""
+    step = math.ceil(start.timestamp() / STAGGER_SECONDS)
+    while step in planned:
+        step += 1
+    planned.add(step)
+    return datetime.fromtimestamp(step * STAGGER_SECONDS, tz=start.tzinfo)
 
 
 def _spacing(project: Project, row: Host) -> float:
