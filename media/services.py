@@ -90,8 +90,13 @@ def assets_download(*, asset_ids: list[int], worker: str = "", wake: str | None 
         fetched = download_assets(claim.assets, claim.slots)
     finally:
         hosts_release(claim.token)
-    hosts_record_answers([f for item in fetched for f in item.files])
-    finished = [f.asset.id for f in fetched if _finish(f, claim.token, worker)]
+    try:
+        hosts_record_answers([f for item in fetched for f in item.files])
+        finished = [f.asset.id for f in fetched if _finish(f, claim.token, worker)]
+    finally:  # a write that failed (the database restarting) leaves no temp file behind
+        for item in fetched:
+            for result in item.files:
+                result.discard()
     assets_wake_when_due(least=0.0)
     return finished
 
