@@ -10,7 +10,7 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from crawl.db import chunked, insert_new
-from crawl.models import Page, Project
+from crawl.models import Page
 
 from . import stages
 from .fair import fair_rows, project_weights
@@ -49,10 +49,6 @@ def assets_ready(*, limit: int) -> list[tuple[int, int, str]]:
     return fair_rows(project_weights(), limit, _due_rows)
 
 
-def _project_ids() -> list[int]:
-    return list(Project.objects.order_by("id").values_list("id", flat=True))
-
-
 def _due_rows(project_id: int, offset: int, count: int) -> list[tuple[int, int, str]]:
     model = _assets()
     rows = model.objects.select_for_update(skip_locked=True, of=("self",)).filter(
@@ -64,7 +60,7 @@ def _due_rows(project_id: int, offset: int, count: int) -> list[tuple[int, int, 
 def assets_next_due() -> datetime | None:
     """When the earliest queued asset is due (None: none waits): one index probe per project."""
     model, first = _assets(), None
-    for project_id in _project_ids():
+    for project_id in project_weights():
         waiting = model.objects.filter(project_id=project_id, state=model.State.QUEUED, suspect=False)
         due = waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
         first = due if first is None or (due is not None and due < first) else first

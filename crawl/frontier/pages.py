@@ -38,10 +38,6 @@ EXTRACT_BACKLOG = 10  # extract batches of a project's fetched pages that may wa
 log = logging.getLogger("crawlhub.frontier")
 
 
-def _active_project_ids(**filters) -> list[int]:
-    return list(Project.objects.filter(status=Project.Status.ACTIVE, **filters).values_list("id", flat=True))
-
-
 def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     """(id, project_id, host) of up to `limit` queued pages due by `due`, fair between the active
     projects of the stage: each offers a share by its weight (highest priority, then earliest due, first),
@@ -120,7 +116,8 @@ def pages_claim_for_fetch(
     projects, highest priority first, in the name of `worker` (the reaper hands back what a worker
     whose heartbeats stopped holds). An expired lease is not claimable here: the reaper gives it
     back (and counts it) first."""
-    claimable = Q(state=QUEUED, next_fetch_at__lte=due or timezone.now(), project_id__in=_active_project_ids())
+    active = list(project_weights(status=Project.Status.ACTIVE))
+    claimable = Q(state=QUEUED, next_fetch_at__lte=due or timezone.now(), project_id__in=active)
     holder = {"fetched_by": lease_holder(worker)} if worker else {}
     token, pages = lease_claim(Page, page_ids, claimable=claimable, token=token, state=LEASED, **holder)
     return token, sorted(pages, key=lambda p: (-p.priority, p.id))
