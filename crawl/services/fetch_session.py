@@ -17,7 +17,7 @@ from crawl.frontier.pages import pages_next_due
 from crawl.frontier.stages import FETCH, wake_stage
 from crawl.frontier.wakeups import session_leave, session_take
 
-from .fetching import claim_round, round_finish, round_prepare, round_start, wake_for_next
+from .fetching import claim_round, parts_finish, round_prepare, round_start, wake_for_next
 from .politeness import GRANT_AHEAD_SECONDS
 
 TICK_SECONDS = 0.1
@@ -64,9 +64,10 @@ def _session(worker: str, deadline: float) -> list[int]:
             continue
         futures = [future for _, _, future in running]
         done, _ = concurrent.futures.wait(futures, timeout=TICK_SECONDS, return_when="FIRST_COMPLETED")
-        for entry in [entry for entry in running if entry[2] in done]:
-            running.remove(entry)
-            fetched += round_finish(*entry)
+        finished = [entry for entry in running if entry[2] in done]  # all that came in meanwhile, together
+        running = [entry for entry in running if entry[2] not in done]
+        if finished:
+            fetched += parts_finish(finished)
 
 
 def _due_soon() -> bool:

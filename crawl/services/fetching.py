@@ -225,28 +225,51 @@ def round_start(fetch_round: FetchRound, render: bool) -> list[tuple[FetchPart, 
     return started
 
 
-def round_finish(fetch_round: FetchRound, part: FetchPart, future: concurrent.futures.Future) -> list[int]:
-    """Free the part's host, then write each of its pages' verdict while its lease holds; returns
-    the ids now `fetched`."""
+def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Future]]) -> list[int]:
+    """Finish the parts whose answers are in, together: free their hosts, then write each page's
+    verdict while its lease holds, in one transaction per claim and job. A session finishes what
+    came in while it was busy in one go, so a broad crawl (a page or two per host and part) costs a
+    few statements per tick, not per page. Returns the ids now `fetched`."""
+    answered = []
     try:
-        responses = future.result()
+        for fetch_round, part, future in done:
+            answered.append((fetch_round, part, future.result()))
     finally:
-        hosts_release(fetch_round.token, hosts=[part.host])
-    verdicts, backoffs = [], _record_backoffs(responses)
-    _keep_session(part, responses)
-    _note_reachability(part.pages, responses)
-    for page, response in zip(part.pages, responses, strict=True):
-        if response.error_code == SLOT_MISSED:
-            verdicts.append((page, Postpone(SLOT_MISSED, "waiting for its host's next slot", timezone.now())))
-            continue
-        verdict = outcome(page, response, backoffs.get(page.host))
-        verdict.fields["fetched_by"] = fetch_round.worker
-        verdicts.append((page, verdict))
-    with job_scope(part.pages[0].job_id), transaction.atomic():  # its warnings go to the job's log
-        written = pages_finish(token=fetch_round.token, stage=FETCH, verdicts=verdicts)
-        fetched = _store_contents(part.pages, responses, dict(verdicts), written)
-    _log_when_done(fetch_round, part, len(fetched))
-    return fetched
+        for token, hosts in _hosts_by_token((r, p) for r, p, _ in done).items():
+            hosts_release(token, hosts=hosts)
+    pages = [page for _, part, _ in answered for page in part.pages]
+    responses = [response for _, _, part_responses in answered for response in part_responses]
+    backoffs = _record_backoffs(responses)
+    _note_reachability(pages, responses)
+    _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
+    groups = defaultdict(list)  # (token, job) -> (page, verdict, response)
+    for fetch_round, part, part_responses in answered:
+        for page, response in zip(part.pages, part_responses, strict=True):
+            groups[(fetch_round.token, page.job_id)].append((page, _verdict(page, response, backoffs, fetch_round)))
+    responses_of = {page.id: response for page, response in zip(pages, responses, strict=True)}
+    fetched = set()
+    for (token, job), verdicts in groups.items():
+        with job_scope(job), transaction.atomic():  # its warnings go to the job's log
+            written = pages_finish(token=token, stage=FETCH, verdicts=verdicts)
+            fetched |= set(_store_contents(verdicts, responses_of, written))
+    for fetch_round, part, _ in answered:
+        _log_when_done(fetch_round, part, sum(page.id in fetched for page in part.pages))
+    return [page.id for page in pages if page.id in fetched]
+
+
+def _hosts_by_token(parts) -> dict:
+    hosts = defaultdict(list)
+    for fetch_round, part in parts:
+        hosts[fetch_round.token].append(part.host)
+    return hosts
+
+
+def _verdict(page: Page, response: FetchResponse, backoffs: dict, fetch_round: FetchRound):
+    if response.error_code == SLOT_MISSED:
+        return Postpone(SLOT_MISSED, "waiting for its host's next slot", timezone.now())
+    verdict = outcome(page, response, backoffs.get(page.host))
+    verdict.fields["fetched_by"] = fetch_round.worker
+    return verdict
 
 
 def _by_job(verdicts: list) -> dict:
@@ -273,7 +296,7 @@ def round_fetch(fetch_round: FetchRound, render: bool) -> list[int]:
     """Start the round and finish each part as it is done; returns the ids now `fetched`."""
     fetched = []
     for part, future in round_start(fetch_round, render):
-        fetched += round_finish(fetch_round, part, future)
+        fetched += parts_finish([(fetch_round, part, future)])
     return fetched
 
 
@@ -406,13 +429,17 @@ def build_request(
 UNREACHABLE = ("connect_error", "connect_timeout", "dns_error")
 
 
-def _keep_session(part: FetchPart, responses: list[FetchResponse]) -> None:
-    """The cookies the part's answers set join the project's session, for every worker's next requests."""
-    if part.session is None:
-        return
-    for page, response in zip(part.pages, responses, strict=True):
-        part.session.keep(page.url, response.set_cookies)
-    session_save(part.session)
+def _keep_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> None:
+    """The cookies the parts' answers set join their projects' sessions, for every worker's next requests."""
+    kept = {}
+    for part, responses in answered:
+        if part.session is None:
+            continue
+        for page, response in zip(part.pages, responses, strict=True):
+            part.session.keep(page.url, response.set_cookies)
+        kept[id(part.session)] = part.session
+    for session in kept.values():
+        session_save(session)
 
 
 def _note_reachability(pages: list[Page], responses: list[FetchResponse]) -> None:
@@ -441,15 +468,17 @@ def _record_backoffs(responses: list[FetchResponse]) -> dict:
     return until | hosts_throttle(slowed=throttled, answered=answered - throttled)
 
 
-def _store_contents(pages, responses, verdicts: dict, written: set[int]) -> list[int]:
+def _store_contents(verdicts: list, responses: dict[int, FetchResponse], written: set[int]) -> list[int]:
     """Store the bodies of the pages now `fetched` (in the transaction that finishes their lease);
     return their ids. A page whose lease was lost (the reaper gave it to another worker) keeps that
     worker's result."""
     fetched, contents = [], []
-    for page in {p.id for p in verdicts} - written:
-        log.warning("lease lost before writing page %s; result dropped", page, extra={"page_id": page})
-    for page, response in zip(pages, responses, strict=True):
-        if page.id in written and isinstance(verdicts[page], Fetched):
+    for page, _ in verdicts:
+        if page.id not in written:
+            log.warning("lease lost before writing page %s; result dropped", page.id, extra={"page_id": page.id})
+    for page, verdict in verdicts:
+        if page.id in written and isinstance(verdict, Fetched):
+            response = responses[page.id]
             fetched.append(page.id)
             contents.append(
                 PageContent(page_id=page.id, headers=response.headers, body=zlib.compress(response.body, 3))
