@@ -8,6 +8,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -41,14 +42,21 @@ WAKEUP_STALE_SECONDS = 5.0
 
 def wakeup_book(queue: str, at: datetime, now: datetime) -> bool:
     """Book the queue's next wake-up at `at`: True when the caller must send it, False when one is
-    already on its way for `at` or sooner. One conditional UPDATE on the queue's row, so two
+    already on its way for `at` or sooner. One conditional upsert of the queue's row, so two
     workers asking at once send one message."""
     stale = now - timedelta(seconds=WAKEUP_STALE_SECONDS)
-    sooner_or_none = Q(due_at__isnull=True) | Q(due_at__gt=at) | Q(due_at__lt=stale)
-    if StageWakeup.objects.filter(sooner_or_none, queue=queue).update(due_at=at):
-        return True
-    _, created = StageWakeup.objects.get_or_create(queue=queue, defaults={"due_at": at})
-    return created
+    connection = connections[StageWakeup.objects.db]
+    table = connection.ops.quote_name(StageWakeup._meta.db_table)
+    field = StageWakeup._meta.get_field("due_at")
+    at_value, stale_value = (field.get_db_prep_save(value, connection) for value in (at, stale))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (queue, due_at) VALUES (%s, %s) ON CONFLICT (queue) DO UPDATE"
+            f" SET due_at = excluded.due_at WHERE {table}.due_at IS NULL OR {table}.due_at > excluded.due_at"
+            f" OR {table}.due_at < %s RETURNING id",
+            [queue, at_value, stale_value],
+        )
+        return cursor.fetchone() is not None
 
 
 def wakeup_taken(queue: str, booked_at: datetime) -> None:

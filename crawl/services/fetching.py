@@ -293,10 +293,13 @@ def _log_when_done(fetch_round: FetchRound, part: FetchPart, fetched: int) -> No
 
 
 def round_fetch(fetch_round: FetchRound, render: bool) -> list[int]:
-    """Start the round and finish each part as it is done; returns the ids now `fetched`."""
+    """Start the round and finish its parts as they are done (those done meanwhile together);
+    returns the ids now `fetched`."""
+    running = {future: part for part, future in round_start(fetch_round, render)}
     fetched = []
-    for part, future in round_start(fetch_round, render):
-        fetched += parts_finish([(fetch_round, part, future)])
+    while running:
+        done, _ = concurrent.futures.wait(running, return_when="FIRST_COMPLETED")
+        fetched += parts_finish([(fetch_round, running.pop(future), future) for future in done])
     return fetched
 
 

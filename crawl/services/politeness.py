@@ -20,6 +20,7 @@ from django.db.models import Case, F, Sum, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from crawl.db import upsert
 from crawl.models import Host, HostLease, Project
 
 GRANT_AHEAD_SECONDS = 1.0  # a fetch session books slots this far ahead: its requests wait on the event loop
@@ -76,6 +77,7 @@ def hosts_grant(
     names = sorted({host for host, _ in wanted})
     Host.objects.bulk_create([Host(host=h) for h in names], ignore_conflicts=True)
     rows = {row.host: row for row in Host.objects.select_for_update().filter(host__in=names).order_by("host")}
+    booked = {host: (row.next_allowed_at, row.slotted_until) for host, row in rows.items()}
     used = _in_flight(names, now)
     grants, leases, planned = {}, [], set()
     for host, project_id in sorted(wanted, key=lambda key: (key[0], wanted[key], random.random())):
@@ -85,7 +87,8 @@ def hosts_grant(
             used[host] = used.get(host, 0) + grant.in_flight
             leases.append(HostLease(host=host, token=token, slots=grant.in_flight, expires_at=_lease_end(now)))
     HostLease.objects.bulk_create(leases)
-    Host.objects.bulk_update(list(rows.values()), ["next_allowed_at", "slotted_until"])
+    changed = [row for host, row in rows.items() if (row.next_allowed_at, row.slotted_until) != booked[host]]
+    upsert(Host, changed, conflict_fields=("host",), update_fields=("next_allowed_at", "slotted_until"), now=now)
     for project_id in {p for _, p in wanted}:
         if projects[project_id].rate_limit > 0:
             _apply_bucket(projects[project_id], {h: g for (h, p), g in grants.items() if p == project_id})
