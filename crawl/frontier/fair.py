@@ -6,9 +6,9 @@ from collections.abc import Callable
 from crawl.models import Project
 
 
-def project_weights(**filters) -> dict[int, int]:
-    """{project id: weight} of the projects matching `filters`, in id order."""
-    rows = Project.objects.filter(**filters).order_by("id").values_list("id", "weight")
+def project_weights(*conditions, **filters) -> dict[int, int]:
+    """{project id: weight} of the projects matching `conditions` (Q objects) and `filters`, in id order."""
+    rows = Project.objects.filter(*conditions, **filters).order_by("id").values_list("id", "weight")
     return {project_id: max(1, weight) for project_id, weight in rows}
 
 

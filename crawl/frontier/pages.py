@@ -56,9 +56,8 @@ def _fetching_project_ids(render: bool) -> dict[int, int]:
     their extract backlog."""
     backlog = EXTRACT_BACKLOG * settings.CRAWL_EXTRACT_BATCH
     waiting = Page.objects.filter(state=FETCHED).values("project_id").annotate(n=Count("id")).filter(n__gt=backlog)
-    backlogged = set(waiting.values_list("project_id", flat=True))  # few rows: fetching pauses at the backlog
-    weights = project_weights(status=Project.Status.ACTIVE, render_js=render)
-    return {p: weight for p, weight in weights.items() if p not in backlogged}
+    backlogged = waiting.values("project_id")  # few rows: fetching pauses at the backlog
+    return project_weights(Q(status=Project.Status.ACTIVE, render_js=render) & ~Q(id__in=backlogged))
 
 
 def pages_fetch_resumes(project: Project) -> None:

@@ -47,6 +47,7 @@ from .politeness import (
     GRANT_AHEAD_SECONDS,
     SLOT_MARGIN,
     host_back_off,
+    hosts_answered,
     hosts_grant,
     hosts_learn_delays,
     hosts_note_failures,
@@ -239,8 +240,7 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
             hosts_release(token, hosts=hosts)
     pages = [page for _, part, _ in answered for page in part.pages]
     responses = [response for _, _, part_responses in answered for response in part_responses]
-    backoffs = _record_backoffs(responses)
-    _note_reachability(pages, responses)
+    backoffs = _record_answers(pages, responses)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
     groups = defaultdict(list)  # (token, job) -> (page, verdict, response)
     for fetch_round, part, part_responses in answered:
@@ -445,30 +445,27 @@ def _keep_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> Non
         session_save(session)
 
 
-def _note_reachability(pages: list[Page], responses: list[FetchResponse]) -> None:
-    """Hosts that answered, and hosts none of whose requests in the round got through."""
-    answered, failed = set(), set()
+def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
+    """What the hosts answered. Hosts that answered 429/503: with Retry-After every worker holds
+    back until then; without, the host's adaptive delay grows (and shrinks again as it answers).
+    Hosts none of whose requests got through count a failure in a row; those that answered start
+    again from none. Returns {host: held until}."""
+    until, throttled, normal, reachable, failed = {}, set(), set(), set(), set()
     for page, response in zip(pages, responses, strict=True):
         if response.status_code is not None:
-            answered.add(page.host)
+            reachable.add(page.host)
         elif response.error_code in UNREACHABLE:
             failed.add(page.host)
-    hosts_note_failures(robots_unreadable=set(), unreachable=failed - answered, answered=answered)
-
-
-def _record_backoffs(responses: list[FetchResponse]) -> dict:
-    """Hosts that answered 429/503: with Retry-After every worker holds back until then; without,
-    the host's adaptive delay grows (and shrinks again as it answers). Returns {host: held until}."""
-    until, throttled, answered = {}, set(), set()
-    for response in responses:
         host, seconds = host_of(response.url), retry_after_seconds(response)
         if seconds:
             until[host] = host_back_off(host=host, seconds=seconds, status=response.status_code)
         elif response.status_code in (429, 503):
             throttled.add(host)
         elif response.status_code is not None and response.status_code < 400:
-            answered.add(host)
-    return until | hosts_throttle(slowed=throttled, answered=answered - throttled)
+            normal.add(host)
+    hosts_answered(reachable=reachable, unthrottled=normal - throttled)
+    hosts_note_failures(robots_unreadable=set(), unreachable=failed - reachable, answered=set())
+    return until | hosts_throttle(slowed=throttled, answered=set())
 
 
 def _store_contents(verdicts: list, responses: dict[int, FetchResponse], written: set[int]) -> list[int]:

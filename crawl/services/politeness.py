@@ -11,12 +11,13 @@ host, and the claim that comes then takes them.
 import math
 import random
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, Sum, Value, When
+from django.db.models import Case, F, FloatField, PositiveIntegerField, Q, Sum, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -109,18 +110,18 @@ def hosts_learn_delays(delays: dict[str, float | None]) -> dict[str, datetime]:
     of its first request} for the hosts whose (nonzero) delay was learned now."""
     known = dict(Host.objects.filter(host__in=list(delays)).values_list("host", "crawl_delay"))
     first_by = timezone.now() + timedelta(seconds=LEAD_SECONDS)
-    learned = {}
+    learned, by_delay = {}, defaultdict(list)
     for host, delay in delays.items():
-        if host not in known or known[host] == (delay or 0.0):
-            continue
+        if host in known and known[host] != (delay or 0.0):
+            by_delay[delay or 0.0].append(host)
+    for delay, hosts in sorted(by_delay.items()):  # one statement per distinct delay, not per host
+        rows = Host.objects.filter(host__in=sorted(hosts))
         if not delay:  # no Crawl-delay: nothing to space
-            Host.objects.filter(host=host).update(crawl_delay=0.0)
+            rows.update(crawl_delay=0.0)
             continue
         after_first = first_by + timedelta(seconds=delay + SLOT_MARGIN)
-        Host.objects.filter(host=host).update(
-            crawl_delay=delay, next_allowed_at=Greatest("next_allowed_at", Value(after_first))
-        )
-        learned[host] = first_by
+        rows.update(crawl_delay=delay, next_allowed_at=Greatest("next_allowed_at", Value(after_first)))
+        learned |= dict.fromkeys(hosts, first_by)
     return learned
 
 
@@ -243,6 +244,27 @@ def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str], a
 
 
 THROTTLE_START_SECONDS, THROTTLE_MAX_SECONDS, THROTTLE_DECAY = 1.0, 60.0, 0.8
+
+
+def hosts_answered(*, reachable: set[str], unthrottled: set[str]) -> None:
+    """In one statement, what hosts_note_failures and hosts_throttle do for hosts that answered:
+    the `reachable` ones' failures in a row go back to 0, the `unthrottled` ones' adaptive delay
+    fades. Only rows with something to reset are written."""
+    if not reachable and not unthrottled:
+        return
+    reachable_list, unthrottled_list = sorted(reachable), sorted(unthrottled)
+    fading = Q(host__in=unthrottled_list, throttle_delay__gt=0)
+    Host.objects.filter(Q(host__in=reachable_list, failures__gt=0) | fading).update(
+        failures=Case(
+            When(host__in=reachable_list, then=Value(0)), default=F("failures"), output_field=PositiveIntegerField()
+        ),
+        throttle_delay=Case(
+            When(fading & Q(throttle_delay__lt=THROTTLE_START_SECONDS / 4), then=Value(0.0)),
+            When(fading, then=F("throttle_delay") * THROTTLE_DECAY),
+            default=F("throttle_delay"),
+            output_field=FloatField(),
+        ),
+    )
 
 
 def hosts_throttle(*, slowed: set[str], answered: set[str]) -> dict[str, datetime]:

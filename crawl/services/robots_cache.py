@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from crawl.db import upsert
 from crawl.fetcher import FetchLimits, fetch, runner
 from crawl.models import RobotsTxt
 from crawl.robots import MAX_ROBOTS_BYTES, RobotsPolicy, policy_from_response, robots_text
@@ -53,8 +54,11 @@ def robots_policies(
         unknown = sorted(missing - policies.keys())
         client = runner.client(allow_private=allow_private, proxy=proxy)
         answers = runner.run(_fetch_all(client, unknown, user_agent))
+        rows = []
         for origin, response in zip(unknown, answers, strict=True):
-            policies[origin] = _store(origin, response)
+            policies[origin], row = _policy(origin, response)
+            rows += [row] if row is not None else []
+        upsert(RobotsTxt, rows, conflict_fields=("origin",), update_fields=("status_code", "body", "fetched_at"))
     for origin in missing:
         ttl = FAILURE_SECONDS if policies[origin].disallow_all else ANSWER_SECONDS
         _LOCAL[(origin, allow_private)] = (now + ttl, policies[origin])
@@ -77,14 +81,15 @@ async def _fetch_robots(client, origin: str, user_agent: str):
     return response
 
 
-def _store(origin: str, response) -> RobotsPolicy:
+def _policy(origin: str, response) -> tuple[RobotsPolicy, RobotsTxt | None]:
+    """The origin's policy, and the row to share when the answer is a real one (not a 5xx or a
+    network failure)."""
     if response.error_code or response.status_code >= 500:
-        return policy_from_response(None if response.error_code else response.status_code, "", response.error_code)
+        code = None if response.error_code else response.status_code
+        return policy_from_response(code, "", response.error_code), None
     body = robots_text(response.body) if response.status_code < 300 else ""
-    RobotsTxt.objects.update_or_create(
-        origin=origin, defaults={"status_code": response.status_code, "body": body, "fetched_at": timezone.now()}
-    )
-    return policy_from_response(response.status_code, body)
+    row = RobotsTxt(origin=origin, status_code=response.status_code, body=body, fetched_at=timezone.now())
+    return policy_from_response(response.status_code, body), row
 
 
 def forget_robots() -> None:
