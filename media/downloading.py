@@ -103,18 +103,29 @@ def download_assets(assets: list[MediaAsset], slots: dict) -> list[Fetched]:
     for asset in assets:
         if asset.downloader != "http" and asset.id not in results:
             others[slots[asset.id].grant.host].append(asset)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
-        running = [pool.submit(_run_others, group, slots, secrets, tmp) for group in others.values()]
-        if http:
-            results |= dict(zip([a.id for a in http], runner.run(_http_all(http, slots, secrets, tmp)), strict=True))
-        for future in running:
-            results |= future.result()
-    fetched = []
-    for asset in assets:
-        rules = project_media_rules(asset.project)
-        files = results[asset.id] if isinstance(results[asset.id], list) else [results[asset.id]]
-        fetched.append(Fetched(asset=asset, files=[vet(f, asset.kind, rules) for f in files]))
-    return fetched
+    running = []
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
+            running = [pool.submit(_run_others, group, slots, secrets, tmp) for group in others.values()]
+            if http:
+                answers = runner.run(_http_all(http, slots, secrets, tmp))
+                results |= dict(zip([a.id for a in http], answers, strict=True))
+            for future in running:
+                results |= future.result()
+        fetched = []
+        for asset in assets:
+            rules = project_media_rules(asset.project)
+            files = results[asset.id] if isinstance(results[asset.id], list) else [results[asset.id]]
+            fetched.append(Fetched(asset=asset, files=[vet(f, asset.kind, rules) for f in files]))
+        return fetched
+    except BaseException:  # the caller never sees these files: nothing of them may stay behind
+        for future in running:  # all done: the pool waited for them
+            if not future.cancelled() and future.exception() is None:
+                results |= future.result()
+        for files in results.values():
+            for result in files if isinstance(files, list) else [files]:
+                result.discard()
+        raise
 
 
 def _screen(assets: list[MediaAsset], slots: dict) -> dict[int, Download]:

@@ -86,11 +86,12 @@ def assets_download(*, asset_ids: list[int], worker: str = "", wake: str | None 
         assets_wake_when_due(least=IDLE_RETRY_SECONDS)
         return []
     clean_stale_temp(older_than=settings.CRAWL_LEASE_SECONDS)
+    fetched = []
     try:
-        fetched = download_assets(claim.assets, claim.slots)
-    finally:
-        hosts_release(claim.token)
-    try:
+        try:
+            fetched = download_assets(claim.assets, claim.slots)
+        finally:
+            hosts_release(claim.token)
         hosts_record_answers([f for item in fetched for f in item.files])
         finished = [f.asset.id for f in fetched if _finish(f, claim.token, worker)]
     finally:  # a write that failed (the database restarting) leaves no temp file behind

@@ -5,6 +5,7 @@ import socket
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
 from django.test import override_settings
 from django.utils import timezone
 
@@ -103,3 +104,21 @@ def test_it_retries_when_the_storage_server_is_down_and_stores_once_it_is_back(p
     row.refresh_from_db()
     assert (row.state, row.attempts) == ("done", 2)
     assert keys == [key_for(row.sha256)]
+
+
+@pytest.mark.parametrize("breaking", ["media.services.hosts_release", "media.downloading.vet"])
+def test_a_download_batch_cut_off_by_a_database_error_leaves_no_temp_file(
+    project, hostile_server, monkeypatch, breaking
+):
+    """The database restarting after the bytes came in (releasing the hosts, reading the rules):
+    the batch fails, and its downloaded files go with it (the sweep of stale temp files would
+    take a lease's time, 10 minutes at the shipped settings)."""
+    row = asset(project, hostile_server + "/good")
+
+    def restarted(*args, **kwargs):
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(breaking, restarted)
+    with pytest.raises(OperationalError):
+        assets_download(asset_ids=[row.id])
+    assert list(temp_dir().iterdir()) == []
