@@ -1,6 +1,8 @@
 """The broad-crawl site: H hosts of P pages, each host on its own loopback address (127.1.x.y: Linux
-routes all of 127/8 to `lo`), every robots.txt asking for `Crawl-delay: D`. One asyncio process
-serves them all and logs every request with its time, so politeness is read from the server's side.
+routes all of 127/8 to `lo`), every robots.txt asking for `Crawl-delay: D`. One process serves them
+all and logs every request with the time its first bytes reached the host: the kernel's receive
+timestamp (SO_TIMESTAMPNS), not the time this process got round to reading it, so politeness is
+read from the host's side and a busy server does not blur it.
 
     python -m bench.broadsite --hosts 100 --pages 31 --delay 1 --port 18300 --log access.log
 """
@@ -11,6 +13,8 @@ import contextlib
 import os
 import resource
 import signal
+import socket
+import struct
 import time
 from pathlib import Path
 
@@ -57,6 +61,12 @@ def page_body(path: str, pages: int) -> bytes:
     return html.encode()
 
 
+# Linux (asm-generic): the socket option that stamps each received packet with the kernel's clock,
+# and the control message that carries the stamp (struct timespec) to recvmsg.
+SO_TIMESTAMPNS = SCM_TIMESTAMPNS = 35
+STAMP = struct.Struct("qq")
+
+
 class BroadSite:
     def __init__(self, pages: int, delay: float, log):
         self.pages, self.log = pages, log
@@ -69,41 +79,88 @@ class BroadSite:
         body = self.bodies.get(path.split("?")[0])
         return (200, "text/html; charset=utf-8", body) if body else (404, "text/html", b"<h1>404</h1>")
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        host = writer.get_extra_info("sockname")[0]
+    def respond(self, host: str, head: bytes, stamp: float) -> bytes:
+        target = head.split(b" ", 2)[1].decode("latin-1")
+        status, kind, body = self.answer(target)
+        self.log.write(f"{stamp:.6f} {host} {target} {status}\n")
+        reason = b"OK" if status == 200 else b"Not Found"
+        head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+        return head % (status, reason, kind.encode(), len(body)) + body
+
+
+class Connection:
+    """One client connection, HTTP/1.1 keep-alive: each request is logged at the kernel's receive
+    time of its first bytes."""
+
+    def __init__(self, site: BroadSite, sock: socket.socket, host: str, loop):
+        self.site, self.sock, self.host, self.loop = site, sock, host, loop
+        self.buffer, self.stamp = b"", 0.0
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        loop.add_reader(sock.fileno(), self.readable)
+
+    def readable(self) -> None:
         try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                target = head.split(b" ", 2)[1].decode("latin-1")
-                status, kind, body = self.answer(target)
-                self.log.write(f"{time.time():.6f} {host} {target} {status}\n")
-                reason = b"OK" if status == 200 else b"Not Found"
-                writer.write(
-                    b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
-                    % (status, reason, kind.encode(), len(body))
-                    + body
-                )
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, IndexError):
-            pass
-        finally:
-            writer.close()
+            data, ancillary, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(STAMP.size), socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.close()
+            return
+        if not self.buffer:  # a new request starts with these bytes
+            self.stamp = next((_stamp(raw) for _, kind, raw in ancillary if kind == SCM_TIMESTAMPNS), time.time())
+        self.buffer += data
+        try:
+            while b"\r\n\r\n" in self.buffer:
+                head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+                self.sock.sendall(self.site.respond(self.host, head, self.stamp))  # a blocking socket: small pages
+        except (OSError, IndexError):
+            self.close()
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+
+
+def _stamp(raw: bytes) -> float:
+    seconds, nanoseconds = STAMP.unpack(raw[: STAMP.size])
+    return seconds + nanoseconds / 1e9
 
 
 async def serve(hosts: int, pages: int, delay: float, port: int, log_path: Path) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * hosts + 1024)), hard))
+    loop = asyncio.get_running_loop()
     with open(log_path, "a", buffering=1) as log:
         site = BroadSite(pages, delay, log)
-        servers = [await asyncio.start_server(site.serve, address, port) for address in host_addresses(hosts)]
+        listeners = []
+        for address in host_addresses(hosts):
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((address, port))
+            listener.listen(1024)
+            listener.setblocking(False)
+            loop.add_reader(listener.fileno(), _accept, site, listener, address, loop)
+            listeners.append(listener)
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         print("ready", flush=True)
         await stop.wait()
-        for server in servers:
-            server.close()
+        for listener in listeners:
+            loop.remove_reader(listener.fileno())
+            listener.close()
+
+
+def _accept(site: BroadSite, listener: socket.socket, host: str, loop) -> None:
+    while True:
+        try:
+            sock, _ = listener.accept()
+        except BlockingIOError:
+            return
+        sock.setblocking(True)
+        Connection(site, sock, host, loop)
 
 
 def main() -> None:
