@@ -242,7 +242,7 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
     responses = [response for _, _, part_responses in answered for response in part_responses]
     backoffs = _record_answers(pages, responses)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
-    groups = defaultdict(list)  # (token, job) -> (page, verdict, response)
+    groups = defaultdict(list)  # (token, job) -> [(page, verdict)]
     for fetch_round, part, part_responses in answered:
         for page, response in zip(part.pages, part_responses, strict=True):
             groups[(fetch_round.token, page.job_id)].append((page, _verdict(page, response, backoffs, fetch_round)))
