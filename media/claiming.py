@@ -15,7 +15,7 @@ from django.utils import timezone
 from crawl.fetcher import retry_after_value
 from crawl.frontier.assets import assets_claim, assets_ready, assets_send_alone, assets_wait, assets_wake_more
 from crawl.models import Project
-from crawl.services.politeness import HostGrant, host_back_off, hosts_grant, hosts_throttle
+from crawl.services.politeness import HostGrant, host_back_off, hosts_answered, hosts_grant, hosts_throttle
 from crawl.urls import host_of
 
 from .downloader import Download
@@ -96,4 +96,5 @@ def hosts_record_answers(results: list[Download]) -> None:
             throttled.add(host)
         elif result.status_code is not None and result.status_code < 400:
             answered.add(host)
-    hosts_throttle(slowed=throttled, answered=answered - throttled)
+    hosts_answered(reachable=set(), unthrottled=answered - throttled)
+    hosts_throttle(slowed=throttled)

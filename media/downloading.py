@@ -115,17 +115,21 @@ def download_assets(assets: list[MediaAsset], slots: dict) -> list[Fetched]:
         fetched = []
         for asset in assets:
             rules = project_media_rules(asset.project)
-            files = results[asset.id] if isinstance(results[asset.id], list) else [results[asset.id]]
-            fetched.append(Fetched(asset=asset, files=[vet(f, asset.kind, rules) for f in files]))
+            fetched.append(Fetched(asset=asset, files=[vet(f, asset.kind, rules) for f in _files(results[asset.id])]))
         return fetched
     except BaseException:  # the caller never sees these files: nothing of them may stay behind
         for future in running:  # all done: the pool waited for them
             if not future.cancelled() and future.exception() is None:
                 results |= future.result()
-        for files in results.values():
-            for result in files if isinstance(files, list) else [files]:
-                result.discard()
+        for result in results.values():
+            for file in _files(result):
+                file.discard()
         raise
+
+
+def _files(result: Download | list[Download]) -> list[Download]:
+    """A downloader's result as files: one, or a gallery's several."""
+    return result if isinstance(result, list) else [result]
 
 
 def _screen(assets: list[MediaAsset], slots: dict) -> dict[int, Download]:

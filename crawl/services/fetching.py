@@ -181,7 +181,7 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
     for project_pages in by_project.values():
         project = project_pages[0].project
         allowed, refused, unreadable, learned = _split_by_robots(project_pages, project)
-        held = hosts_note_failures(robots_unreadable=unreadable, unreachable=set(), answered=set())
+        held = hosts_note_failures(robots_unreadable=unreadable, unreachable=set())
         for page, (code, text) in refused:
             passing = code == "robots_unavailable" or is_transient(code)
             if page.host in held and passing and page_never_given_up(page):  # monitored: it waits, free
@@ -464,8 +464,8 @@ def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
         elif response.status_code is not None and response.status_code < 400:
             normal.add(host)
     hosts_answered(reachable=reachable, unthrottled=normal - throttled)
-    hosts_note_failures(robots_unreadable=set(), unreachable=failed - reachable, answered=set())
-    return until | hosts_throttle(slowed=throttled, answered=set())
+    hosts_note_failures(robots_unreadable=set(), unreachable=failed - reachable)
+    return until | hosts_throttle(slowed=throttled)
 
 
 def _store_contents(verdicts: list, responses: dict[int, FetchResponse], written: set[int]) -> list[int]:

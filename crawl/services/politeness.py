@@ -220,15 +220,13 @@ HOLD_AFTER_FAILURES = 3  # pages of a host failing this many times in a row hold
 HOLD_PATIENCE = 6
 
 
-def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str], answered: set[str]) -> dict:
+def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str]) -> dict:
     """Record how each host of a round did. A host whose robots.txt cannot be read (5xx, no answer)
     is held back at once: every page of it would be refused. One that did not answer a request
     HOLD_AFTER_FAILURES rounds in a row is held back too. The hold starts at the retry schedule's
     base (CRAWL_RETRY_BASE_SECONDS) and doubles with each failure in a row, up to an hour, for at
-    most HOLD_PATIENCE failures in a row; an answer resets the count. Its pages wait for the hold
-    instead of being claimed in vain. Returns {host: held until}."""
-    if answered:
-        Host.objects.filter(host__in=sorted(answered), failures__gt=0).update(failures=0)
+    most HOLD_PATIENCE failures in a row; an answer resets the count (hosts_answered). Its pages
+    wait for the hold instead of being claimed in vain. Returns {host: held until}."""
     held = {}
     for host in sorted(robots_unreadable | unreachable):
         with transaction.atomic():
@@ -247,8 +245,8 @@ THROTTLE_START_SECONDS, THROTTLE_MAX_SECONDS, THROTTLE_DECAY = 1.0, 60.0, 0.8
 
 
 def hosts_answered(*, reachable: set[str], unthrottled: set[str]) -> None:
-    """In one statement, what hosts_note_failures and hosts_throttle do for hosts that answered:
-    the `reachable` ones' failures in a row go back to 0, the `unthrottled` ones' adaptive delay
+    """Hosts that answered, in one statement: the `reachable` ones' failures in a row
+    (hosts_note_failures) go back to 0, the `unthrottled` ones' adaptive delay (hosts_throttle)
     fades. Only rows with something to reset are written."""
     if not reachable and not unthrottled:
         return
@@ -267,18 +265,12 @@ def hosts_answered(*, reachable: set[str], unthrottled: set[str]) -> None:
     )
 
 
-def hosts_throttle(*, slowed: set[str], answered: set[str]) -> dict[str, datetime]:
+def hosts_throttle(*, slowed: set[str]) -> dict[str, datetime]:
     """AutoThrottle's idea for hosts that say "too many requests" without saying how long to wait:
     each 429/503 doubles the host's adaptive delay (from THROTTLE_START_SECONDS, at most
     THROTTLE_MAX_SECONDS) and holds the host that long; each round it answers normally, the delay
-    shrinks back, never below the configured one (it is added on top). Returns {host: held until}."""
-    if answered:
-        Host.objects.filter(host__in=sorted(answered), throttle_delay__gt=0).update(
-            throttle_delay=Case(
-                When(throttle_delay__lt=THROTTLE_START_SECONDS / 4, then=Value(0.0)),
-                default=F("throttle_delay") * THROTTLE_DECAY,
-            )
-        )
+    shrinks back (hosts_answered), never below the configured one (it is added on top). Returns
+    {host: held until}."""
     held = {}
     for host in sorted(slowed):
         with transaction.atomic():
