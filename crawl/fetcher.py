@@ -23,7 +23,7 @@ import httpx
 
 from .egress import EGRESS_HEADER, egress_url
 from .netguard import BlockedAddress
-from .transport import AiohttpTransport
+from .transport import AiohttpTransport, SlotMissed, send_deadline
 
 TRANSIENT_ERRORS = frozenset(
     {"connect_timeout", "read_timeout", "total_timeout", "connect_error", "dns_error", "protocol_error", "proxy_error"}
@@ -267,6 +267,8 @@ def classify_error(exc: BaseException, limits: FetchLimits) -> tuple[str, str]:
         return _proxy_error(message)
     if isinstance(exc, BodyTooLarge):
         return "body_too_large", message
+    if isinstance(exc, SlotMissed):
+        return SLOT_MISSED, f"it missed its host's slot ({message})"
     if isinstance(exc, TimeoutError):
         return "total_timeout", f"no complete response within {limits.total_timeout:g} s"
     if isinstance(exc, httpx.ConnectTimeout):
@@ -386,6 +388,7 @@ async def fetch_many(
                 return FetchResponse(
                     url=request.url, error_code="host_backoff", error_message="the host asked us to wait (Retry-After)"
                 )
+            send_deadline.set(request.latest_start)  # checked again when the connection is ready to write
             response = await fetch(
                 client, request.url, headers=request.headers, limits=limits, method=request.method, body=request.body
             )

@@ -13,10 +13,12 @@ fetcher.classify_error reports the same codes.
 """
 
 import contextlib
+import contextvars
 import functools
 import ipaddress
 import os
 import ssl
+import time
 import warnings
 
 import aiohttp
@@ -44,6 +46,17 @@ ERRORS = (
     (aiohttp.ClientOSError, httpx.ReadError),
     (aiohttp.ClientError, httpx.RemoteProtocolError),  # malformed answer, short body, disconnect
 )
+
+
+# Epoch seconds after which the calling task's next request is not written (0: no limit). Set by
+# the politeness-aware callers (fetcher.fetch_many, the media downloads) around a request booked at a
+# host slot; read once, just before the request's bytes are written, so a busy event loop that
+# reaches a request late never sends it closer to the host's next slot than the delay allows.
+send_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("send_deadline", default=0.0)
+
+
+class SlotMissed(Exception):
+    """A request reached its connection after its send_deadline; nothing was written."""
 
 
 @contextlib.contextmanager
@@ -186,6 +199,20 @@ class FetchConnector(aiohttp.TCPConnector):
         super().__init__(**kwargs)
         self._factory = functools.partial(HeadFirstHandler, loop=self._loop)
         self._pid = os.getpid()
+
+    async def connect(self, req, traces, timeout):
+        """A connection for the request, refused (SlotMissed) past the task's send_deadline. aiohttp
+        writes a request without a body on the connection it gets here without yielding to the event
+        loop, so the check is as close to the write as the client can get. The deadline holds for one
+        request: a redirect hop after it is not bound by the first one's slot."""
+        conn = await super().connect(req, traces, timeout)
+        deadline = send_deadline.get()
+        if deadline:
+            send_deadline.set(0.0)
+            if time.time() > deadline:
+                conn.release()  # nothing was written on it: it stays usable
+                raise SlotMissed(f"{time.time() - deadline:.3f} s past the last moment to send it")
+        return conn
 
     @property
     def closed(self) -> bool:

@@ -18,6 +18,7 @@ from crawl.services.credentials import secrets_go_to
 from crawl.services.fetching import LATE_SECONDS, allows_private, fetch_limits, user_agent_of
 from crawl.services.politeness import hosts_learn_delays
 from crawl.services.robots_cache import robots_policies
+from crawl.transport import send_deadline
 from crawl.urls import host_of, origin_of, parse_lines
 
 from .downloader import Download, download
@@ -167,9 +168,14 @@ def _secrets(project: Project) -> tuple[dict, Callable[[str], bool]]:
     return secret, lambda url: secrets_go_to(url, domains)
 
 
+def _last_moment(slot) -> float:
+    """When a request at this slot may still be sent (0: any time): later, it would come closer than
+    the host's delay to the next slot booked."""
+    return slot.start_at + LATE_SECONDS if slot.grant.spacing else 0.0
+
+
 def _slot_passed(slot) -> bool:
-    """Sent now, a request would come closer than the host's delay to the next slot booked."""
-    return bool(slot.grant.spacing) and time.time() > slot.start_at + LATE_SECONDS
+    return bool(_last_moment(slot)) and time.time() > _last_moment(slot)
 
 
 def _missed(asset: MediaAsset) -> Download:
@@ -190,6 +196,7 @@ async def _http_all(assets: list[MediaAsset], slots: dict, secrets: dict, tmp: s
                 return _missed(asset)
             secret, allowed = secrets[asset.id]
             headers = {"User-Agent": user_agent_of(asset.project)}
+            send_deadline.set(_last_moment(slot))  # checked again when the connection is ready to write
             return await download(
                 client,
                 asset.url,

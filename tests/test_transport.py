@@ -9,14 +9,15 @@ import asyncio
 import gc
 import os
 import socket
+import time
 import zlib
 
 import pytest
 from django.conf import settings
 
 from crawl import netguard
-from crawl.fetcher import ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
-from crawl.transport import AiohttpTransport
+from crawl.fetcher import SLOT_MISSED, ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
+from crawl.transport import AiohttpTransport, send_deadline
 from tests.servers import RawServer, answer, head, html, tls_context
 from tests.test_fetcher import MB, QUICK, drain_accepts, run_download, run_fetch, unused_port
 
@@ -246,3 +247,53 @@ def test_a_server_whose_backlog_is_full_is_a_connect_timeout():
         for sock in waiting:
             sock.close()
     assert (result.error_code, round(result.elapsed)) == ("connect_timeout", 1)
+
+
+def test_a_request_whose_connection_is_ready_after_its_last_moment_is_not_written(monkeypatch):
+    """The event loop is held up (0.3 s here, while the socket is being made) after the request was
+    handed to the client on time: it is answered slot_missed, and nothing is sent."""
+    limits = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=10, max_bytes=MB)
+    real_open = netguard.AiohttpGuard.open_socket
+
+    def slow_open(self, addr_info):
+        time.sleep(0.3)
+        return real_open(self, addr_info)
+
+    monkeypatch.setattr(netguard.AiohttpGuard, "open_socket", slow_open)
+
+    async def go(url):
+        async with make_client(allow_private=True) as client:
+            request = FetchRequest(url=url, start_at=time.time(), latest_start=time.time() + 0.1)
+            return (await fetch_many(client, [request], limits=limits, concurrency=1))[0]
+
+    with RawServer(answer(body=b"ok")) as server:
+        result = asyncio.run(go(server.url()))
+        time.sleep(0.2)  # a request written would be read by now
+        assert (server.accepted, b"".join(server.requests)) == (1, b"")  # connected, nothing written
+    assert result.error_code == SLOT_MISSED, result.error_message
+    assert "past the last moment to send it" in result.error_message
+
+
+def test_a_send_deadline_binds_one_request_and_the_connection_it_refused_is_used_again():
+    limits = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=10, max_bytes=MB)
+
+    def keep_alive(conn, server):
+        while True:
+            conn.sendall(head("200 OK", Content_Length=2) + b"ok")
+            request = conn.recv(65536)
+            if not request:
+                return
+            server.requests.append(request)
+
+    async def go(url):
+        async with make_client(allow_private=True) as client:
+            first = await fetch(client, url, headers={}, limits=limits)  # leaves a kept-alive connection
+            send_deadline.set(time.time() - 1)
+            missed = await fetch(client, url, headers={}, limits=limits)
+            return first, missed, await fetch(client, url, headers={}, limits=limits)
+
+    with RawServer(keep_alive) as server:
+        first, missed, next_one = asyncio.run(go(server.url()))
+        assert (len(server.requests), server.accepted) == (2, 1)
+    assert missed.error_code == SLOT_MISSED
+    assert (first.status_code, next_one.status_code, next_one.body) == (200, 200, b"ok")

@@ -62,8 +62,10 @@ from .sessions import Session, request_cookies, session_load, session_save
 log = logging.getLogger("crawlhub.fetch")
 IDLE_RETRY_SECONDS = 0.2
 # A request later than this past its slot is not sent (it waits for another): with the slots' margin
-# this keeps two requests to a host at least the delay apart however late a batch runs.
-LATE_SECONDS = SLOT_MARGIN * 0.3
+# this keeps two requests to a host at least the delay apart however late a batch runs. It is
+# checked when the request's connection is ready to write (crawl.transport.send_deadline), so the
+# rest of the margin only covers the moment from there to the wire.
+LATE_SECONDS = SLOT_MARGIN * 0.8
 
 
 def fetch_limits() -> FetchLimits:
