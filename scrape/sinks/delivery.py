@@ -39,13 +39,19 @@ def content_hash(value) -> str:
     return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def sinks_offer(project_id: int, records: list[dict]) -> int:
+def sinks_active(project_id: int) -> list[dict]:
+    """The project's active sinks and the record types each takes (none: nothing to build)."""
+    return list(Sink.objects.filter(project_id=project_id, active=True).values("id", "items", "pages", "assets"))
+
+
+def sinks_offer(project_id: int, records: list[dict], *, sinks: list[dict] | None = None) -> int:
     """Queue records (each with "key" and "type": item, page or asset) for the project's active sinks
-    that take their type, in the caller's transaction; each sink is woken after the commit. A record
-    a sink already has (same key) is not queued again. Returns rows queued."""
+    (`sinks`, read from sinks_active when not given) that take their type, in the caller's
+    transaction; each sink is woken after the commit. A record a sink already has (same key) is not
+    queued again. Returns rows queued."""
     if not records:
         return 0
-    sinks = list(Sink.objects.filter(project_id=project_id, active=True).values("id", "items", "pages", "assets"))
+    sinks = sinks_active(project_id) if sinks is None else sinks
     queued = 0
     for sink in sinks:
         wanted = {"item": sink["items"], "page": sink["pages"], "asset": sink["assets"]}

@@ -2,12 +2,16 @@
 same item (page, kind, position) with the same data always has the same key, and a changed one a new
 key, so a sink gets every change once and a redelivery never twice."""
 
-from .delivery import content_hash, record_key, sinks_offer
+from .delivery import content_hash, record_key, sinks_active, sinks_offer
 
 
 def results_offer(project, results, *, clean=lambda value: value) -> int:
     """Offer the items and page records of extracted pages (scrape/services.py, in its transaction);
-    `clean` makes values storable (the extract stage's JSONB sanitiser)."""
+    `clean` makes values storable (the extract stage's JSONB sanitiser). Nothing is built for a
+    project without sinks."""
+    sinks = sinks_active(project.id)
+    if not sinks:
+        return 0
     records = []
     for result in results:
         if result.failed:
@@ -41,7 +45,7 @@ def results_offer(project, results, *, clean=lambda value: value) -> int:
                 "fetched_at": page.fetched_at.isoformat() if page.fetched_at else None,
             }
         )
-    return sinks_offer(project.id, records)
+    return sinks_offer(project.id, records, sinks=sinks)
 
 
 def assets_offer(project_id: int, assets) -> int:
