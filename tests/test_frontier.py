@@ -221,6 +221,26 @@ def test_the_reaper_keeps_the_frontier_statistics_fresh_as_it_grows():
     assert not any("crawl_page" in done for done in tables_upkeep()), "nothing to do until a tenth changes"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_table_analyzed_moments_ago_is_done_again_only_once_it_has_doubled():
+    """A fast crawl rewrites a tenth of its pages every few seconds; the statistics are taken again
+    within the spacing only when the table doubled (the case that misleads the planner)."""
+    from crawl.frontier.upkeep import tables_upkeep
+
+    def upkeep_of_pages() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_force_next_flush()")
+        return [done for done in tables_upkeep() if done.endswith("crawl_page")]
+
+    project = project_get_or_create(name="churns", allow_private=True)
+    discover(project, urls(3000))
+    assert upkeep_of_pages()
+    Page.objects.filter(project=project).update(priority=1)  # every row changed, none added
+    assert upkeep_of_pages() == [], "analyzed moments ago, same size"
+    discover(project, urls(7000, host="more.test"))
+    assert upkeep_of_pages(), "more than doubled: taken again at once"
+
+
 def test_the_reaper_hands_back_at_once_what_a_gone_worker_holds(project):
     """Leases are long (a batch may take minutes); a worker whose heartbeats stopped, or that started
     again under the same name, holds nothing: its claims go back at the next sweep."""
