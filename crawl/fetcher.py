@@ -23,7 +23,7 @@ import httpx
 
 from .egress import EGRESS_HEADER, egress_url
 from .netguard import BlockedAddress
-from .transport import AiohttpTransport, SlotMissed, send_deadline
+from .transport import AiohttpTransport, SlotMissed, deadline_passed, send_deadline
 
 TRANSIENT_ERRORS = frozenset(
     {"connect_timeout", "read_timeout", "total_timeout", "connect_error", "dns_error", "protocol_error", "proxy_error"}
@@ -382,7 +382,7 @@ async def fetch_many(
         await asyncio.sleep(max(0.0, request.start_at - time.time()))
         host = httpx.URL(request.url).host
         async with host_gates.get(host) or contextlib.nullcontext(), gate:
-            if request.latest_start and time.time() > request.latest_start:
+            if deadline_passed(request.latest_start):
                 return FetchResponse(url=request.url, error_code=SLOT_MISSED, error_message="it missed its host's slot")
             if paused.get(host, 0) > time.time():
                 return FetchResponse(

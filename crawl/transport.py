@@ -55,6 +55,11 @@ ERRORS = (
 send_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("send_deadline", default=0.0)
 
 
+def deadline_passed(deadline: float) -> bool:
+    """Whether a send deadline (epoch seconds; 0: none) has passed."""
+    return bool(deadline) and time.time() > deadline
+
+
 class SlotMissed(Exception):
     """A request reached its connection after its send_deadline; nothing was written."""
 
@@ -207,11 +212,10 @@ class FetchConnector(aiohttp.TCPConnector):
         request: a redirect hop after it is not bound by the first one's slot."""
         conn = await super().connect(req, traces, timeout)
         deadline = send_deadline.get()
-        if deadline:
-            send_deadline.set(0.0)
-            if time.time() > deadline:
-                conn.release()  # nothing was written on it: it stays usable
-                raise SlotMissed(f"{time.time() - deadline:.3f} s past the last moment to send it")
+        send_deadline.set(0.0)
+        if deadline_passed(deadline):
+            conn.release()  # nothing was written on it: it stays usable
+            raise SlotMissed(f"{time.time() - deadline:.3f} s past the last moment to send it")
         return conn
 
     @property

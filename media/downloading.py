@@ -18,7 +18,7 @@ from crawl.services.credentials import secrets_go_to
 from crawl.services.fetching import LATE_SECONDS, allows_private, fetch_limits, user_agent_of
 from crawl.services.politeness import hosts_learn_delays
 from crawl.services.robots_cache import robots_policies
-from crawl.transport import send_deadline
+from crawl.transport import deadline_passed, send_deadline
 from crawl.urls import host_of, origin_of, parse_lines
 
 from .downloader import Download, download
@@ -174,10 +174,6 @@ def _last_moment(slot) -> float:
     return slot.start_at + LATE_SECONDS if slot.grant.spacing else 0.0
 
 
-def _slot_passed(slot) -> bool:
-    return bool(_last_moment(slot)) and time.time() > _last_moment(slot)
-
-
 def _missed(asset: MediaAsset) -> Download:
     return Download(url=asset.url, error_code=SLOT_MISSED, error_message="waiting for its host's next slot")
 
@@ -192,7 +188,7 @@ async def _http_all(assets: list[MediaAsset], slots: dict, secrets: dict, tmp: s
         gate = gates.setdefault(slot.grant.host, asyncio.Semaphore(slot.grant.in_flight))
         async with gate:
             await asyncio.sleep(max(0.0, slot.start_at - time.time()))
-            if _slot_passed(slot):
+            if deadline_passed(_last_moment(slot)):
                 return _missed(asset)
             secret, allowed = secrets[asset.id]
             headers = {"User-Agent": user_agent_of(asset.project)}
@@ -216,7 +212,7 @@ def _run_others(assets: list[MediaAsset], slots: dict, secrets: dict, tmp: str) 
     for asset in sorted(assets, key=lambda a: slots[a.id].start_at):
         slot = slots[asset.id]
         time.sleep(max(0.0, slot.start_at - time.time()))
-        if _slot_passed(slot):
+        if deadline_passed(_last_moment(slot)):
             done[asset.id] = [_missed(asset)]
             continue
         secret, allowed = secrets[asset.id]
