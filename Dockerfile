@@ -11,7 +11,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     XDG_CACHE_HOME=/app/var/cache
 
 # ffmpeg: media downloads (yt-dlp merges and HLS need it).
-# chromium: JavaScript rendering (crawl/render.py drives it with Playwright; never `playwright install`).
+# chromium: JavaScript rendering (core/net/browser.py drives it with Playwright; never `playwright install`).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ffmpeg chromium \
     && rm -rf /var/lib/apt/lists/*

@@ -32,10 +32,10 @@ import django  # the discovery and service modules import models: set up, never 
 django.setup()
 
 from bench.sitegen import page_html, site_plan  # noqa: E402
+from core.canonical import Scope  # noqa: E402
 from crawl.frontier import discovery  # noqa: E402
 from crawl.frontier.known_urls import KnownKeys  # noqa: E402
 from crawl.frontier.verdicts import Link  # noqa: E402
-from crawl.urls import Scope  # noqa: E402
 from scrape import extractors  # noqa: E402
 from scrape.decide import _fingerprints, _page_item  # noqa: E402
 from scrape.services import _jsonb_safe  # noqa: E402

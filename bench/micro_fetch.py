@@ -1,4 +1,4 @@
-"""What the page fetcher's HTTP client costs: crawl.fetcher.fetch_many over a local site, nothing else.
+"""What the page fetcher's HTTP client costs: core.net.client.fetch_many over a local site, nothing else.
 
 The site (~2.5 KB pages) is served by another process (nginx when installed, else bench.server),
 so this process's CPU (getrusage) is the client's alone: connections, HTTP parsing, the guard, the
@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a file: this checkout, after PYTHONPATH 
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from bench.serving import port_free, site_serve
-from crawl.fetcher import FetchLimits, FetchRequest, fetch_many, make_client
+from core.net.client import FetchLimits, FetchRequest, fetch_many, make_client
 
 PAGE_BYTES = 2500
 LIMITS = FetchLimits(connect_timeout=10, read_timeout=20, total_timeout=60, max_bytes=10 * 1024 * 1024)

@@ -268,7 +268,7 @@ class BenchRun:
 
 
 def _statements(scratch: Scratch, crawl_pid: int) -> dict:
-    """Statements counted by crawl/sqlcount.py: the crawl command's, and everyone else's (the workers)."""
+    """Statements counted by crawlproject/sqlcount.py: the crawl command's, and everyone else's (the workers)."""
     counts = {"crawl_command": 0, "workers": 0, "processes": 0}
     for path in scratch.sql_count_dir.glob("*.json"):
         with contextlib.suppress(OSError, ValueError):

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bench import REPO, BenchError
-from crawl.workers import WorkerProcess
+from crawlproject.processes import WorkerProcess
 
 LAYOUTS = ("one", "per-queue")
 

@@ -217,7 +217,7 @@ TAR_MODES = {"tar": "w", "tar.gz": "w:gz", "tar.bz2": "w:bz2"}
 def write_tar(project: Project, path: str, fmt: str) -> int:
     """The project's stored assets, each content once under assets/<sha256>, with manifest.jsonl
     first: one line per asset row (url, kind, state, sha256, size, mime, pages, path in the archive)."""
-    from media.storage import object_size, open_object
+    from core.storage import object_size, open_object
 
     rows = list(export_rows(project, "assets"))
     stored = {r["sha256"]: r["storage_key"] for r in rows if r["state"] == "done" and r["storage_key"]}

@@ -11,7 +11,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from console.health_models import Alert, HealthCounter, Monitor
-from crawl.db import upsert_add
+from core.batchsql import upsert_add
 from crawl.health import health_counted
 
 FAILING_KINDS = (Monitor.Kind.SITE_DOWN, Monitor.Kind.TEMPLATE_CHANGED, Monitor.Kind.JOB_FAILED, Monitor.Kind.NO_WORKER)

@@ -12,12 +12,12 @@ class CrawlConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from crawl import patterns, signals  # noqa: F401 - signals connects the schedule sync
-        from crawl.connections import task_connections_connect
+        from core import patterns
+        from core.net.guard import allow_networks, refuse_services
         from crawl.frontier.leases import leases_task_connect
-        from crawl.logging import structlog_configure, task_context_connect
-        from crawl.netguard import allow_networks, refuse_services
-        from crawl.sqlcount import sqlcount_install
+        from crawlproject.dbconnections import task_connections_connect
+        from crawlproject.logconfig import structlog_configure, task_context_connect
+        from crawlproject.sqlcount import sqlcount_install
 
         patterns.MATCH_TIMEOUT = settings.CRAWL_REGEX_TIMEOUT
 

@@ -1,6 +1,6 @@
 """Thin Celery tasks of the crawl app: take ids, call one service (the frontier publishes what is
 owed next). `job`, where a task takes it, is the console's job the message was published for: the
-task-prerun hook (crawl/logging.py) puts it in the log context and on the messages the task publishes."""
+task-prerun hook (crawlproject/logconfig.py) puts it in the log context and on the messages the task publishes."""
 
 from celery import shared_task
 from django.db import transaction

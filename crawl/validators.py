@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
-from .patterns import pattern_problem
+from core.patterns import pattern_problem
 
 MEDIA_KINDS = ("image", "video", "audio", "file")
 _EXTENSION = re.compile(r"\.?[A-Za-z0-9][A-Za-z0-9_+-]*(\.[A-Za-z0-9][A-Za-z0-9_+-]*)*")
@@ -31,7 +31,7 @@ def _each_line(value: str, problem: Callable[[str], str | None]) -> None:
 
 def regex_lines(value: str) -> None:
     """Every non-blank line is a Python regular expression (commas belong to the pattern) that cannot
-    obviously backtrack catastrophically (crawl/patterns.py)."""
+    obviously backtrack catastrophically (core/patterns.py)."""
     _each_line(value, pattern_problem)
 
 

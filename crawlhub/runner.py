@@ -25,8 +25,8 @@ from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope
 from crawl.models import Page, Project
 from crawl.services.projects import seeds_add, seeds_retry_failed
-from crawl.workers import EmbeddedWorker
 from crawlhub.api import Run
+from crawlproject.processes import EmbeddedWorker
 from scrape.sinks.delivery import sinks_owed, sinks_tick
 
 log = logging.getLogger("crawlhub.run")

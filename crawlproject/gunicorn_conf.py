@@ -6,7 +6,7 @@ log line. WEB_CONCURRENCY (workers) and GUNICORN_CMD_ARGS (anything else) still 
 
 import os
 
-from crawl.logging import gunicorn_logconfig
+from crawlproject.logconfig import gunicorn_logconfig
 
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 timeout = 60

@@ -178,7 +178,7 @@ SPECTACULAR_SETTINGS = {
 # --- Media storage (content-addressed assets) -------------------------------------------------
 MEDIA_ROOT = Path(env.str("CRAWLHUB_MEDIA_ROOT", default=str(VAR_DIR / "assets")))
 MEDIA_URL = "assets/"
-# >>> STORAGES (media/storage.py writes and reads through STORAGES["default"]) >>>>>>>>>>>>>>>>>>>>>>>
+# >>> STORAGES (core/storage.py writes and reads through STORAGES["default"]) >>>>>>>>>>>>>>>>>>>>>>>
 # CRAWLHUB_STORAGE=filesystem (default): files under MEDIA_ROOT. CRAWLHUB_STORAGE=s3: django-storages
 # on S3 or MinIO, configured only from the environment (Celery workers and web read the same vars).
 CRAWLHUB_STORAGE = env.str("CRAWLHUB_STORAGE", default="filesystem")
@@ -282,7 +282,7 @@ CRAWL_CHROMIUM_PATH = env.str("CRAWL_CHROMIUM_PATH", default="")
 CRAWL_DOWNLOAD_BATCH = env.int("CRAWL_DOWNLOAD_BATCH", default=10)
 # A claimed batch is owned for this long; after it the reaper gives the work to someone else.
 CRAWL_LEASE_SECONDS = env.int("CRAWL_LEASE_SECONDS", default=600)
-# The stage tasks' commits wait for PostgreSQL's disk flush only when this is on (crawl/connections.py).
+# The stage tasks' commits wait for PostgreSQL's disk flush only when this is on (crawlproject/dbconnections.py).
 CRAWL_STAGE_SYNCHRONOUS_COMMIT = env.bool("CRAWL_STAGE_SYNCHRONOUS_COMMIT", default=False)
 # A row the reaper sent alone (a suspect) whose message was lost is sent again after this long; other
 # work is pulled by wake-ups. A duplicate message claims nothing, so this can be short.
@@ -322,7 +322,7 @@ CRAWL_MAX_JSON_LD_BLOCKS = env.int("CRAWL_MAX_JSON_LD_BLOCKS", default=50)
 # of Sitemap: lines adds no more.
 CRAWL_MAX_ROBOTS_SITEMAPS = env.int("CRAWL_MAX_ROBOTS_SITEMAPS", default=50)
 # Seconds one match of a user's regex (scope, media and extraction patterns) may take before it
-# counts as no match (crawl/patterns.py): a catastrophic pattern on a hostile page gives up.
+# counts as no match (core/patterns.py): a catastrophic pattern on a hostile page gives up.
 CRAWL_REGEX_TIMEOUT = env.float("CRAWL_REGEX_TIMEOUT", default=0.2)
 # What a new project's max_depth and max_pages_per_host start at, so a URL trap (an endless
 # /next/N chain, a calendar) ends on its own; a project raises or clears them. 0: no such default.
@@ -410,9 +410,9 @@ EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
 SERVER_EMAIL = DEFAULT_FROM_EMAIL = env.str("DJANGO_SERVER_EMAIL", default="crawlhub@localhost")
 
-# --- Logging (crawl/logging.py): plain lines by default; CRAWLHUB_LOG_FORMAT=json for production,
+# --- Logging (crawlproject/logconfig.py): plain lines by default; CRAWLHUB_LOG_FORMAT=json for production,
 # where every line is one JSON object (with task_id, task and project_id inside Celery tasks).
-from crawl.logging import LOG_FORMATS, logging_config  # noqa: E402 - needs nothing from Django
+from crawlproject.logconfig import LOG_FORMATS, logging_config  # noqa: E402 - needs nothing from Django
 
 CRAWLHUB_LOG_FORMAT = env.str("CRAWLHUB_LOG_FORMAT", default="plain")
 if CRAWLHUB_LOG_FORMAT not in LOG_FORMATS:

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from crawl.fetcher import retry_after_value
+from core.canonical import host_of
+from core.net.client import retry_after_value
 from crawl.frontier.assets import assets_claim, assets_ready, assets_send_alone, assets_wait, assets_wake_more
 from crawl.models import Project
 from crawl.services.politeness import HostGrant, host_back_off, hosts_answered, hosts_grant, hosts_throttle
-from crawl.urls import host_of
 
 from .downloader import Download
 from .models import MediaAsset

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from crawl.fetcher import ACCEPT_ENCODING, FetchLimits, check_egress_answer, classify_error, iter_capped
+from core.net.client import ACCEPT_ENCODING, FetchLimits, check_egress_answer, classify_error, iter_capped
 
 MAX_HOPS = 5
 

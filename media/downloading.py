@@ -11,15 +11,15 @@ from pathlib import Path
 
 from django.conf import settings
 
-from crawl.fetcher import SLOT_MISSED, runner
+from core.canonical import host_of, origin_of, parse_lines
+from core.net.client import SLOT_MISSED, runner
+from core.net.transport import deadline_passed, send_deadline
 from crawl.frontier.discovery import project_scope
 from crawl.models import Project
 from crawl.services.credentials import secrets_go_to
 from crawl.services.fetching import LATE_SECONDS, allows_private, fetch_limits, user_agent_of
 from crawl.services.politeness import hosts_learn_delays
 from crawl.services.robots_cache import robots_policies
-from crawl.transport import deadline_passed, send_deadline
-from crawl.urls import host_of, origin_of, parse_lines
 
 from .downloader import Download, download
 from .models import MediaAsset

@@ -1,6 +1,6 @@
 """gallery-dl as an optional subprocess with a fixed argument list (GPL: never imported, never a dependency).
 
-No Django here. gallery-dl opens its own sockets: its only proxy is a gate of crawl.egress for this
+No Django here. gallery-dl opens its own sockets: its only proxy is a gate of core.net.egress for this
 run, which checks the address of every connection it makes, to every host, when it connects.
 """
 
@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from urllib.parse import urlsplit
 
-from crawl.egress import gate
+from core.net.egress import gate
 from media.downloader import Download, file_sha256
 
 EXECUTABLE = "gallery-dl"

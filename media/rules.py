@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from crawl.patterns import UserPattern
+from core.patterns import UserPattern
 
 STREAM_EXTENSIONS = (".m3u8", ".mpd")
 
@@ -15,7 +15,7 @@ class MediaRules:
     mime_types: tuple[str, ...] = ()
     max_bytes: int = 200 * 1024 * 1024
     any_host: bool = False
-    page_patterns: tuple[UserPattern, ...] = ()  # matched with a time limit (crawl/patterns.py)
+    page_patterns: tuple[UserPattern, ...] = ()  # matched with a time limit (core/patterns.py)
     gallery_patterns: tuple[UserPattern, ...] = ()
 
     @classmethod

@@ -7,7 +7,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from crawl.fetcher import SLOT_MISSED, is_transient
+from core.canonical import InvalidURL, canonicalize, host_in_domains, host_of, url_key
+from core.net.client import SLOT_MISSED, is_transient
+from core.storage import StorageUnavailable, store_file
 from crawl.frontier.assets import assets_finish, assets_insert, assets_wake_when_due
 from crawl.frontier.discovery import project_scope
 from crawl.frontier.stages import ASSET_PENDING_STATES, DOWNLOAD
@@ -15,14 +17,12 @@ from crawl.frontier.verdicts import Done, Fail, Postpone, Retry, Verdict
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Project
 from crawl.services.politeness import hosts_release
-from crawl.urls import InvalidURL, canonicalize, host_in_domains, host_of, url_key
 from scrape.sinks.records import assets_offer
 
 from .claiming import IDLE_RETRY_SECONDS, assets_claim_round, hosts_record_answers
 from .downloader import Download
 from .downloading import Fetched, clean_stale_temp, download_assets, project_media_rules
 from .models import MediaAsset, PageAsset
-from .storage import StorageUnavailable, store_file
 
 log = logging.getLogger("crawlhub.media")
 RETRYABLE = ("storage_error", "robots_unavailable")

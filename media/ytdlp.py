@@ -1,6 +1,6 @@
 """yt-dlp as a library: options fixed here, every connection through the egress gate, one output file per call.
 
-No Django here. yt-dlp opens its own sockets: its only proxy is a gate of crawl.egress for this
+No Django here. yt-dlp opens its own sockets: its only proxy is a gate of core.net.egress for this
 call, which checks the address of every connection it makes (pages, redirects, formats, fragments)
 when it connects, and goes on through the project's proxy if it has one. ffmpeg and other external
 downloaders would open sockets of their own: only yt-dlp's native protocols are downloaded.
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import yt_dlp
 
-from crawl.egress import gate
+from core.net.egress import gate
 from media.downloader import Download, file_sha256
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 
 import lxml.etree
 
-from crawl.fetcher import FetchResponse, fetch, runner
+from core.canonical import InvalidURL, Scope, canonicalize, host_of, origin_of, url_key
+from core.net.client import FetchResponse, fetch, runner
 from crawl.frontier.discovery import (
     existing_keys,
     forget_scope,
@@ -24,7 +25,6 @@ from crawl.services.fetching import allows_private, build_request, fetch_limits,
 from crawl.services.rendering import render_page
 from crawl.services.robots_cache import robots_policies
 from crawl.services.sessions import session_load
-from crawl.urls import InvalidURL, Scope, canonicalize, host_of, origin_of, url_key
 
 from .decide import PageResult, extract_page, extraction_fields
 from .extractors import media_kind_of

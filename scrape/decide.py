@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from core.canonical import host_of
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from crawl.sitemaps import parse_listing
-from crawl.urls import host_of
 from media.downloading import project_media_rules
+from scrape.sitemaps import parse_listing
 
 from .extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
 from .fingerprint import fingerprints

@@ -23,7 +23,7 @@ import lxml.cssselect
 import lxml.etree
 import lxml.html
 
-from crawl.patterns import NESTED_REPEATS, UserPattern, compile_error, nests_repeats
+from core.patterns import NESTED_REPEATS, UserPattern, compile_error, nests_repeats
 from scrape.extractors import absolute_http_url
 
 SPEC_KEYS = frozenset(

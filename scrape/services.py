@@ -15,7 +15,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.db.models import F
 from django.utils import timezone
 
-from crawl.db import upsert
+from core.batchsql import upsert
+from core.transactions import atomic_with_retry
 from crawl.frontier.discovery import pages_discover
 from crawl.frontier.pages import (
     pages_claim_for_extract,
@@ -28,7 +29,6 @@ from crawl.frontier.stages import EXTRACT, job_scope
 from crawl.frontier.verdicts import Done, Fail
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent
-from crawl.retry import atomic_with_retry
 from crawl.services.freshness import revisit, versions_record
 from crawl.services.outcomes import rules_stamp
 from media.services import assets_link_many

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System packages the test suite and media downloads need, from Debian's packages:
-# - chromium: crawl/render.py drives Debian's build through Playwright (`playwright install` cannot
+# - chromium: core/net/browser.py drives Debian's build through Playwright (`playwright install` cannot
 #   download here);
 # - ffmpeg: yt-dlp remuxes HLS and merges separate audio/video streams with it;
 # - docker-compose (optional): tests/test_compose.py validates docker-compose.yml with it (no engine

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from bench.sitegen import Site, site_plan
 from bench.truth import ground_truth
-from crawl.workers import WorkerProcess
+from crawlproject.processes import WorkerProcess
 from tests.s3 import bucket, s3_endpoint  # noqa: F401 - fixtures shared by the storage and media tests
 from tests.servers import SiteServer
 

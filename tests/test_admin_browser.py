@@ -34,7 +34,7 @@ CRAWL_TIMEOUT_MS = 60_000
 
 @contextlib.contextmanager
 def chromium_page() -> Iterator[BrowserPage]:
-    """A page in Debian's chromium, launched the way crawl/render.py launches it. The test closes
+    """A page in Debian's chromium, launched the way core/net/browser.py launches it. The test closes
     it before reading the database, so no ORM call runs while Playwright's event loop is active."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(

@@ -11,9 +11,9 @@ from html import unescape
 import pytest
 from django.utils import timezone
 
+from core.storage import store_file
 from crawl.models import Host, Page, Project, Seed
 from media.models import MediaAsset
-from media.storage import store_file
 from scrape.models import Item
 
 PROJECTS = "/admin/crawl/project/"

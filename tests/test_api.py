@@ -18,11 +18,11 @@ from rest_framework.test import APIClient
 
 from console.exports import ASSET_FIELDS, PAGE_FIELDS
 from console.models import Job
+from core.canonical import url_key
+from core.storage import store_file
 from crawl.models import Page, Project, Seed
 from crawl.services.projects import project_get_or_create
-from crawl.urls import url_key
 from media.models import MediaAsset
-from media.storage import store_file
 from scrape.models import Item
 from tests.s3 import s3_storages
 

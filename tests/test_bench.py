@@ -22,7 +22,7 @@ from bench.check import access_log_report, canon_path, pages_report, parse_log_l
 from bench.compare import markdown
 from bench.serving import site_serve
 from bench.sitefiles import read_redirects, site_ensure
-from crawl.sqlcount import StatementCounter
+from crawlproject.sqlcount import StatementCounter
 from tests.conftest import BASE_DIR, last_json_line
 
 BASE = "http://127.0.0.1:18090"

@@ -14,11 +14,11 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from console.control import pages_recrawl
+from core.canonical import url_key
 from crawl.models import Page, PageVersion
 from crawl.services.fetching import pages_fetch
 from crawl.services.freshness import versions_record
 from crawl.services.projects import project_get_or_create, seeds_add
-from crawl.urls import url_key
 from scrape.services import pages_extract
 from tests.servers import Site, SiteServer
 

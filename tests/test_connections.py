@@ -3,7 +3,7 @@
 import pytest
 from django.db import InterfaceError, OperationalError, connection, connections
 
-from crawl.connections import connections_refresh
+from crawlproject.dbconnections import connections_refresh
 
 
 def _kill_backend_of(conn) -> None:
@@ -50,7 +50,7 @@ class _Task:
 
 @pytest.mark.django_db(transaction=True)
 def test_stage_tasks_commit_without_waiting_for_the_disk_and_other_tasks_wait(settings):
-    from crawl.connections import stage_commits
+    from crawlproject.dbconnections import stage_commits
 
     stage_commits(task=_Task("scrape.extract_batch"))
     assert _synchronous_commit() == "off"
@@ -65,8 +65,8 @@ def test_stage_tasks_commit_without_waiting_for_the_disk_and_other_tasks_wait(se
 def test_the_rows_a_feed_reads_by_id_commit_durably_even_in_a_stage_task():
     from django.db import transaction
 
-    from crawl.connections import stage_commits
-    from crawl.db import commit_order_lock
+    from core.batchsql import commit_order_lock
+    from crawlproject.dbconnections import stage_commits
 
     stage_commits(task=_Task("scrape.extract_batch"))
     with transaction.atomic():

@@ -7,8 +7,8 @@ import zlib
 import pytest
 
 from console.middleware import CONSOLE_CSP
+from core.canonical import url_key
 from crawl.models import Page, PageContent, Project
-from crawl.urls import url_key
 
 pytestmark = pytest.mark.django_db
 # A <script> element a browser would run: no src, and no data type such as application/json.

@@ -1,4 +1,4 @@
-"""crawl/db.py on the real PostgreSQL: the rows a batch write sends as one JSON document
+"""core/batchsql.py on the real PostgreSQL: the rows a batch write sends as one JSON document
 (json_to_recordset) are stored exactly as the same rows sent as arrays (unnest), value for value."""
 
 import datetime
@@ -13,7 +13,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from crawl import db
+from core import batchsql as db
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from scrape.models import Item

@@ -1,4 +1,4 @@
-"""The one guarded way out (crawl.egress and crawl.netguard) against real servers on loopback.
+"""The one guarded way out (core.net.egress and core.net.guard) against real servers on loopback.
 
 127.0.0.2 stands for the public internet (an allowed network here, as an operator would allow one
 intranet subnet); 127.0.0.1 is private. Each refusal is witnessed by the server it protects: its
@@ -14,8 +14,9 @@ import pytest
 import redis
 from django.conf import settings
 
-from crawl import egress, netguard
-from crawl.fetcher import FetchLimits, fetch, make_client
+from core.net import egress
+from core.net import guard as netguard
+from core.net.client import FetchLimits, fetch, make_client
 from tests.servers import ForwardProxy, RawServer, Site, SiteServer, Victim, answer
 
 QUICK = FetchLimits(connect_timeout=2, read_timeout=2, total_timeout=5, max_bytes=1024 * 1024)

@@ -13,9 +13,9 @@ from rest_framework.test import APIClient
 from console.jobs import job_counts
 from console.models import Job
 from console.selectors import project_progress
+from core.canonical import parse_lines
 from crawl.frontier.discovery import project_scope
 from crawl.models import Page, PageContent, Project
-from crawl.urls import parse_lines
 from scrape.decide import extract_page
 from scrape.extractors import extract_html
 from scrape.models import Item, RuleSet

@@ -1,4 +1,4 @@
-"""crawl.netguard, crawl.fetcher and media.downloader against real TCP servers on 127.0.0.1.
+"""core.net.guard, core.net.client and media.downloader against real TCP servers on 127.0.0.1.
 
 Each server is a tests.servers.RawServer writing raw HTTP/1.1 bytes, so a test can send what
 no well-behaved server would: lying Content-Length, gzip bombs, silence, a trickle.
@@ -13,8 +13,8 @@ import zlib
 
 import pytest
 
-from crawl.fetcher import FetchLimits, FetchResponse, fetch, is_transient, make_client
-from crawl.netguard import address_is_public
+from core.net.client import FetchLimits, FetchResponse, fetch, is_transient, make_client
+from core.net.guard import address_is_public
 from media.downloader import Download, download
 from tests import servers
 from tests.servers import RawServer, answer, head, read_request_head, silent, tls_context, trickle
@@ -374,7 +374,7 @@ def test_it_fetches_over_tls_through_the_guarded_transport_and_reuses_the_connec
 
     import httpx
 
-    from crawl.transport import AiohttpTransport
+    from core.net.transport import AiohttpTransport
 
     server_context = tls_context(tmp_path, expired=False)
     client_context = ssl.create_default_context(cafile=str(tmp_path / "cert-False.pem"))

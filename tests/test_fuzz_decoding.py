@@ -7,7 +7,7 @@ import posixpath
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from media.storage import key_for
+from core.storage import key_for
 from scrape.extractors import _as_utf8, extract_html
 
 CHARSETS = st.one_of(

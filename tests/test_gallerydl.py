@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from crawl.netguard import allow_networks
+from core.net.guard import allow_networks
 from media.gallerydl import gallerydl_available, gallerydl_download
 from tests.servers import RawServer, Victim, answer
 

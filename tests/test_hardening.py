@@ -12,17 +12,17 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from console.exports import export_response, write_csv
-from crawl import patterns
+from core import patterns
+from core.canonical import Scope
 from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create
-from crawl.sitemaps import Listing, parse_feed, parse_listing, parse_sitemap
-from crawl.urls import Scope
 from crawl.validators import regex_lines
 from media.rules import MediaRules
 from scrape.decide import extract_page
 from scrape.models import Item, RuleSet
 from scrape.rules import RuleError, compile_rules
 from scrape.services import items_store
+from scrape.sitemaps import Listing, parse_feed, parse_listing, parse_sitemap
 from tests.conftest import run_manage
 from tests.servers import Site, SiteServer
 

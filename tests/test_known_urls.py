@@ -2,8 +2,8 @@
 
 import time
 
+from core.canonical import url_key
 from crawl.frontier.known_urls import KnownKeys
-from crawl.urls import url_key
 
 
 def test_it_remembers_what_was_added_per_project():

@@ -5,10 +5,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from core.canonical import url_key
 from crawl.frontier.discovery import pages_discover
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from crawl.urls import url_key
 from scrape.decide import extract_page
 
 SITEMAP = b"""<?xml version="1.0" encoding="UTF-8"?>

@@ -1,4 +1,4 @@
-"""Structured logs (crawl/logging.py): with CRAWLHUB_LOG_FORMAT=json real workers write one JSON object
+"""Structured logs (crawlproject/logconfig.py): with CRAWLHUB_LOG_FORMAT=json real workers write one JSON object
 per log line, with the task and the project bound inside tasks; the default stays plain text."""
 
 import json
@@ -14,8 +14,8 @@ import httpx
 import pytest
 import structlog
 
-from crawl.logging import logging_config
 from crawl.models import Project
+from crawlproject.logconfig import logging_config
 from tests.conftest import BASE_DIR, Workers, generated_site, last_json_line, run_manage
 from tests.servers import SiteServer
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from bench.check import canon_path
+from core.storage import key_for
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset, PageAsset
-from media.storage import key_for
 from tests.conftest import BASE_DIR, last_json_line, run_manage
 from tests.media_site import build_media_site, make_videos
 from tests.servers import Site, SiteServer
@@ -167,7 +167,7 @@ def test_it_stores_the_same_objects_in_s3_and_serves_them_by_presigned_url(media
     """The same crawl with CRAWLHUB_STORAGE=s3 against a real S3 API server on loopback."""
     from django.test import override_settings
 
-    from media.storage import object_url
+    from core.storage import object_url
     from tests.s3 import CREDENTIALS, s3_storages
 
     client, name = bucket

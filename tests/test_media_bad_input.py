@@ -9,11 +9,11 @@ from django.db import OperationalError
 from django.test import override_settings
 from django.utils import timezone
 
+from core.storage import key_for, list_keys
 from crawl.services.projects import project_get_or_create
 from media.downloading import temp_dir
 from media.models import MediaAsset
 from media.services import assets_download
-from media.storage import key_for, list_keys
 from tests.s3 import s3_storages
 from tests.servers import RawServer, head, send
 

@@ -5,8 +5,8 @@ import zlib
 
 import pytest
 
+from core.canonical import url_key
 from crawl.models import Page, PageContent, Project
-from crawl.urls import url_key
 from media.models import MediaAsset
 from scrape.models import Item, RuleSet
 from scrape.services import pages_extract

@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.canonical import host_of
 from crawl.models import Host
 from crawl.services.projects import project_get_or_create, seeds_add
-from crawl.urls import host_of
 from media.models import MediaAsset
 from media.services import assets_download
 from tests.servers import Site, SiteServer

@@ -12,8 +12,8 @@ from console.api.urls import router
 from console.jobs import job_begin
 from console.models import Job, ProjectAccess
 from console.roles import roles_install
+from core.canonical import url_key
 from crawl.models import Page, PageVersion, Project, Seed
-from crawl.urls import url_key
 from media.models import MediaAsset
 from scrape.models import Item
 from scrape.sinks.models import Sink

@@ -1,4 +1,4 @@
-"""crawl.render against real HTTP servers on loopback, driving Debian's chromium."""
+"""core.net.browser against real HTTP servers on loopback, driving Debian's chromium."""
 
 import contextlib
 import os
@@ -11,8 +11,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from crawl import netguard
-from crawl.render import Renderer
+from core.net import guard as netguard
+from core.net.browser import Renderer
 from tests.servers import Site, SiteServer, hang
 
 pytestmark = pytest.mark.skipif(

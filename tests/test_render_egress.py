@@ -1,4 +1,4 @@
-"""The render path's one way out (crawl.render through crawl.egress), witnessed by the servers it
+"""The render path's one way out (core.net.browser through core.net.egress), witnessed by the servers it
 protects: a private server's own count of accepted connections stays 0.
 
 127.0.0.2 stands for the public internet (an allowed network, as an operator would allow an intranet
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from crawl import netguard
-from crawl.render import Renderer
+from core.net import guard as netguard
+from core.net.browser import Renderer
 from tests.servers import ForwardProxy, Victim
 from tests.test_render import AGENT, page, serve
 

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
+from core.canonical import host_of, url_key
 from crawl.models import Page, Project, SessionCookie
 from crawl.services.fetching import pages_fetch
-from crawl.urls import host_of, url_key
 from tests.servers import Site, SiteServer
 
 pytestmark = [

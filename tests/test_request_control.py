@@ -4,8 +4,8 @@ agent, POST with a body, and a proxy (a small forward proxy on loopback)."""
 import pytest
 from django.conf import settings
 
+from core.net.guard import allow_networks
 from crawl.models import Page, Seed
-from crawl.netguard import allow_networks
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
 from tests.servers import Site, SiteServer

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from console.models import Alert, Job, JobLogEntry, Monitor
 from console.retention import RULES, prune
+from core.canonical import url_key
 from crawl.models import Page, PageVersion, Project
-from crawl.urls import url_key
 from crawlproject.queues import CONTROL, TASK_ROUTES
 from scrape.sinks.models import Sink, SinkDelivery
 

@@ -1,8 +1,8 @@
-"""crawl.robots: robots.txt decisions per RFC 9309. Pure: the response is handed in."""
+"""core.robots: robots.txt decisions per RFC 9309. Pure: the response is handed in."""
 
 import pytest
 
-from crawl.robots import MAX_ROBOTS_BYTES, policy_from_response, robots_text
+from core.robots import MAX_ROBOTS_BYTES, policy_from_response, robots_text
 
 AGENT = "CrawlHub/1.0 (+https://crawlhub.example/bot)"
 OTHER_AGENT = "SomeOtherBot/2.1"

@@ -2,15 +2,15 @@
 and RFC 9309. Pure: no database, no network.
 
 Each case is a robots.txt, a user agent, a URL and Google's answer (allowed or not). crawlhub asks
-robots.txt about the canonical URL it fetches (crawl.urls.canonicalize), so that is what is checked
+robots.txt about the canonical URL it fetches (core.canonical.canonicalize), so that is what is checked
 here: `policy.allows(canonicalize(url), agent)`. Where crawlhub answers otherwise on purpose,
 DIFFERENT pins its answer and says why (docs/crawling.md lists the differences).
 """
 
 import pytest
 
-from crawl.robots import policy_from_response, robots_text
-from crawl.urls import canonicalize
+from core.canonical import canonicalize
+from core.robots import policy_from_response, robots_text
 
 ROBOTS = {
     "line_correct": "user-agent: FooBot\ndisallow: /\n",
@@ -73,7 +73,7 @@ ROBOTS = {
     # crawlhub refuses as url_too_long before robots.txt is asked)
     "line_too_long": "user-agent: FooBot\ndisallow: /x/" + "a" * (2083 * 8 - 3 - 10 + 1 - 3) + "/qux\n",
 }
-# Bytes, read the way crawlhub reads a fetched robots.txt (crawl.robots.robots_text).
+# Bytes, read the way crawlhub reads a fetched robots.txt (core.robots.robots_text).
 ROBOTS_BYTES = {
     "bom_full": b"\xef\xbb\xbfUser-Agent: foo\nDisallow: /AnyValue\n",
     "bom_partial_2": b"\xef\xbbUser-Agent: foo\nDisallow: /AnyValue\n",

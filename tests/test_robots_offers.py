@@ -5,12 +5,12 @@ site on 127.0.0.2 (both stand for public hosts: allowed networks here)."""
 import pytest
 from django.conf import settings
 
+from core.canonical import Scope, host_of
+from core.net.guard import allow_networks
 from crawl.frontier.discovery import forget_scope, project_scope
 from crawl.models import Page, Project, Seed
-from crawl.netguard import allow_networks
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
-from crawl.urls import Scope, host_of
 from tests.servers import Site, SiteServer
 from tests.test_permissions import change_form_data
 

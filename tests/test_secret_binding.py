@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 
 from console.models import ProjectAccess
 from console.roles import roles_install
+from core.net.guard import allow_networks
 from crawl.models import Page, Project, Seed
-from crawl.netguard import allow_networks
 from crawl.services.credentials import secrets_go_to
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add

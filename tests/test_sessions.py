@@ -8,8 +8,8 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from core.net.guard import allow_networks
 from crawl.models import Page, Project, SessionCookie
-from crawl.netguard import allow_networks
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
 from crawl.services.sessions import session_load, session_save

@@ -13,8 +13,8 @@ import redis
 from django.conf import settings
 
 from console.management.commands import sinks as sinks_command  # noqa: F401 - the command module loads
+from core.storage import list_keys, open_object
 from crawl.models import Project
-from media.storage import list_keys, open_object
 from scrape.models import Item
 from scrape.sinks.delivery import sink_counts, sinks_offer
 from scrape.sinks.kinds import writer_for

@@ -3,7 +3,7 @@ tests/test_spider_sitemap.py) and ultimate-sitemap-parser's edge cases. Pure: no
 
 Each case is a body as a server sends it (with its URL and Content-Type) and what the peer reads
 from it, written as the Listing crawlhub would return for that reading. crawlhub reads every listing
-through crawl.sitemaps.parse_listing, so that is what is checked. Where crawlhub reads it otherwise
+through scrape.sitemaps.parse_listing, so that is what is checked. Where crawlhub reads it otherwise
 on purpose, DIFFERENT pins crawlhub's Listing and says why (docs/crawling.md lists the differences).
 """
 
@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from crawl.robots import policy_from_response, robots_text
-from crawl.sitemaps import Discovered, Listing, parse_listing, parse_sitemap
+from core.robots import policy_from_response, robots_text
+from scrape.sitemaps import Discovered, Listing, parse_listing, parse_sitemap
 
 XML = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 NS = b'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

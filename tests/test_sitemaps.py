@@ -1,4 +1,4 @@
-"""crawl.sitemaps: sitemaps, feeds and text listings from saved bytes. Pure: no database, no network."""
+"""scrape.sitemaps: sitemaps, feeds and text listings from saved bytes. Pure: no database, no network."""
 
 import gzip
 import socket
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from crawl.sitemaps import MAX_BYTES, Discovered, Listing, parse_feed, parse_listing, parse_sitemap
+from scrape.sitemaps import MAX_BYTES, Discovered, Listing, parse_feed, parse_listing, parse_sitemap
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sitemaps"
 BASE = "https://www.example.com/sitemap.xml"

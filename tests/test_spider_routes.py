@@ -6,8 +6,8 @@ import zlib
 import lxml.etree
 import pytest
 
+from core.canonical import url_key
 from crawl.models import Page, PageContent, Project
-from crawl.urls import url_key
 from scrape.models import Item
 from scrape.services import pages_extract
 from scrape.spiders import Spider, register, route

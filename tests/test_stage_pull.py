@@ -142,8 +142,8 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
     """A monitored project's hub answers 503 for three minutes (the clock driven by moving its due
     time, at the shipped retry schedule): it is never given up, and once the site is back the hub
     is fetched and extracted, and the page it links to is fetched."""
+    from core.canonical import host_of
     from crawl.services.fetching import pages_fetch
-    from crawl.urls import host_of
     from scrape.services import pages_extract
 
     settings.CRAWL_FETCH_SESSION_SECONDS, settings.CRAWL_RETRY_BASE_SECONDS = 0, 30.0

@@ -1,4 +1,4 @@
-"""media.storage on local disk and on a real S3 HTTP endpoint (moto's server on loopback)."""
+"""core.storage on local disk and on a real S3 HTTP endpoint (moto's server on loopback)."""
 
 import hashlib
 import os
@@ -15,8 +15,8 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from media import storage as media_storage
-from media.storage import (
+from core import storage as media_storage
+from core.storage import (
     StorageUnavailable,
     delete_object,
     key_for,

@@ -1,4 +1,4 @@
-"""crawl.transport (httpx over aiohttp) against real servers on loopback: the address guard at
+"""core.net.transport (httpx over aiohttp) against real servers on loopback: the address guard at
 connect time, the body cap and the error codes the fetcher reports.
 
 127.0.0.2 stands for the public internet (an allowed network); 127.0.0.1 stays private. Names are
@@ -15,9 +15,9 @@ import zlib
 import pytest
 from django.conf import settings
 
-from crawl import netguard
-from crawl.fetcher import SLOT_MISSED, ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
-from crawl.transport import AiohttpTransport, send_deadline
+from core.net import guard as netguard
+from core.net.client import SLOT_MISSED, ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
+from core.net.transport import AiohttpTransport, send_deadline
 from tests.servers import RawServer, answer, head, html, tls_context
 from tests.test_fetcher import MB, QUICK, drain_accepts, run_download, run_fetch, unused_port
 

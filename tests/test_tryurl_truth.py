@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.utils.html import escape
 
+from core.canonical import Scope, canonicalize, url_key
 from crawl.frontier.discovery import pages_discover
 from crawl.models import Page, Project, Seed
-from crawl.urls import Scope, canonicalize, url_key
 from scrape.debugger import trial_report, try_url
 from tests.servers import Site, SiteServer
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawl.urls import InvalidURL, canonicalize
+from core.canonical import InvalidURL, canonicalize
 from scrape.extractors import absolute_http_url
 
 BASE = "http://example.org/foo/bar"

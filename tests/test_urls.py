@@ -1,4 +1,4 @@
-"""crawl.urls: canonical URLs, URL keys and scope. Pure functions: no database, no network."""
+"""core.canonical: canonical URLs, URL keys and scope. Pure functions: no database, no network."""
 
 import re
 from urllib.parse import urlsplit
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from crawl.urls import MAX_URL_LENGTH, InvalidURL, Scope, canonicalize, url_key
+from core.canonical import MAX_URL_LENGTH, InvalidURL, Scope, canonicalize, url_key
 
 
 def invalid_code(url: str) -> str:

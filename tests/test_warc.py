@@ -13,9 +13,9 @@ from django.core.management.base import CommandError
 from warcio.archiveiterator import ArchiveIterator
 
 from bench.truth import ground_truth
+from core.canonical import url_key
 from crawl.models import Page, PageContent
 from crawl.services.projects import project_get_or_create
-from crawl.urls import url_key
 from tests.conftest import BASE_DIR, generated_site, last_json_line, run_manage
 from tests.servers import SiteServer
 

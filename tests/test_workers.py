@@ -1,10 +1,10 @@
-"""crawl.workers with a real Celery worker on the test Redis broker."""
+"""crawlproject.processes with a real Celery worker on the test Redis broker."""
 
 import pytest
 import redis
 
 from crawl.tasks import fetch_batch
-from crawl.workers import WorkerProcess
+from crawlproject.processes import WorkerProcess
 
 pytestmark = pytest.mark.integration
 

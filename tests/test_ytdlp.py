@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from crawl import netguard
+from core.net import guard as netguard
 from media.ytdlp import Refused, _check_formats, ytdlp_download
 from tests.servers import Site, SiteServer, directory_files
 

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from crawl.db import chunked, insert_new
+from core.batchsql import chunked, insert_new
 from crawl.models import Page
 
 from . import stages

@@ -10,9 +10,9 @@ from django.db.models import Count, F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from crawl.db import chunked, insert_new, insert_new_ids
+from core.batchsql import chunked, insert_new, insert_new_ids
+from core.canonical import InvalidURL, Scope, canonicalize, host_of, parse_lines, request_key, url_key
 from crawl.models import Page, Project
-from crawl.urls import InvalidURL, Scope, canonicalize, host_of, parse_lines, request_key, url_key
 
 from . import stages
 from .known_urls import known_keys

@@ -13,7 +13,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.db.models.sql import Query
 from django.utils import timezone
 
-from crawl.db import NoJsonForm, chunked, json_preparer
+from core.batchsql import NoJsonForm, chunked, json_preparer
 from crawl.models import HostLease, Project
 
 FINISH_CHUNK = 100

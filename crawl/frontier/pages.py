@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from crawl.db import chunked
+from core.batchsql import chunked
 from crawl.health import health_count
 from crawl.models import Page, PageContent, Project
 
@@ -208,7 +208,7 @@ def fetch_outcome(verdict: Verdict) -> tuple[str, str] | None:
     """(metric, error code) of one fetch verdict: fetch_ok, fetch_backoff (the host asked us to
     wait), fetch_failed (unreachable, timed out, 5xx: the site may be down) or fetch_other; None
     for a page put back unsent (its host's slot was missed)."""
-    from crawl.fetcher import SLOT_MISSED, is_transient  # here: the fetcher's imports lead back to the frontier
+    from core.net.client import SLOT_MISSED, is_transient  # here: the fetcher's imports lead back to the frontier
 
     if isinstance(verdict, Fetched | Done):
         return "fetch_ok", ""

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from crawl.db import chunked
+from core.batchsql import chunked
 from crawlproject.celery import app
 
 FETCH, EXTRACT, DOWNLOAD, RENDER = "fetch", "extract", "download", "render"

@@ -4,9 +4,9 @@ cookie to its domain: a request anywhere else (a seed or a spider's request off 
 a URL) goes without them. Its proxy cannot be bound to hosts, so whoever may not change network
 settings may not point a project that holds secrets at another site."""
 
+from core.canonical import InvalidURL, canonicalize, host_in_domains, host_of
 from crawl.frontier.discovery import project_scope
 from crawl.models import Project
-from crawl.urls import InvalidURL, canonicalize, host_in_domains, host_of
 
 
 def secrets_go_to(url: str, domains: tuple[str, ...]) -> bool:

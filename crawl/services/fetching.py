@@ -15,7 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 from structlog.contextvars import bound_contextvars
 
-from crawl.fetcher import (
+from core.canonical import host_of, origin_of
+from core.net.client import (
     SLOT_MISSED,
     FetchLimits,
     FetchRequest,
@@ -39,7 +40,6 @@ from crawl.frontier.stages import FETCH, RENDER, job_scope, wake_stage
 from crawl.frontier.verdicts import Fetched, Postpone
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
-from crawl.urls import host_of, origin_of
 
 from .credentials import project_secrets_for
 from .outcomes import failure, outcome
@@ -63,7 +63,7 @@ log = logging.getLogger("crawlhub.fetch")
 IDLE_RETRY_SECONDS = 0.2
 # A request later than this past its slot is not sent (it waits for another): with the slots' margin
 # this keeps two requests to a host at least the delay apart however late a batch runs. It is
-# checked when the request's connection is ready to write (crawl.transport.send_deadline), so the
+# checked when the request's connection is ready to write (core.net.transport.send_deadline), so the
 # rest of the margin only covers the moment from there to the wire.
 LATE_SECONDS = SLOT_MARGIN * 0.8
 

@@ -8,7 +8,7 @@ counter is not one; a 304 or an identical body is no change either.
 
 from django.utils import timezone
 
-from crawl.db import commit_order_lock
+from core.batchsql import commit_order_lock
 from crawl.frontier.schedule import HUB_KINDS
 from crawl.models import Page, PageVersion, Project
 

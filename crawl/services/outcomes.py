@@ -7,7 +7,7 @@ from datetime import datetime
 from django.db.models import F
 from django.utils import timezone
 
-from crawl.fetcher import FetchResponse, is_transient
+from core.net.client import FetchResponse, is_transient
 from crawl.frontier.verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict
 from crawl.models import Page, Project
 

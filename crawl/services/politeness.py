@@ -21,7 +21,7 @@ from django.db.models import Case, F, FloatField, PositiveIntegerField, Q, Sum, 
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from crawl.db import upsert
+from core.batchsql import upsert
 from crawl.models import Host, HostLease, Project
 
 GRANT_AHEAD_SECONDS = 1.0  # a fetch session books slots this far ahead: its requests wait on the event loop

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 
 from django.conf import settings
 
-from crawl.fetcher import FetchResponse, RenderRequest
+from core.net.client import FetchResponse, RenderRequest
 
 _THREAD: tuple[int, queue.Queue] | None = None
 
@@ -52,7 +52,7 @@ def _jobs() -> queue.Queue:
 
 
 def _serve(jobs: queue.Queue) -> None:
-    from crawl.render import Renderer  # Playwright is heavy: only processes that render load it
+    from core.net.browser import Renderer  # Playwright is heavy: only processes that render load it
 
     renderer = Renderer(executable_path=settings.CRAWL_CHROMIUM_PATH or None)
     while True:

@@ -14,10 +14,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from crawl.db import upsert
-from crawl.fetcher import FetchLimits, fetch, runner
+from core.batchsql import upsert
+from core.net.client import FetchLimits, fetch, runner
+from core.robots import MAX_ROBOTS_BYTES, RobotsPolicy, policy_from_response, robots_text
 from crawl.models import RobotsTxt
-from crawl.robots import MAX_ROBOTS_BYTES, RobotsPolicy, policy_from_response, robots_text
 
 _LOCAL: dict[tuple[str, bool], tuple[float, RobotsPolicy]] = {}
 ANSWER_SECONDS = 300

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 from django.db import transaction
 from django.utils import timezone
 
+from core.canonical import host_in_domains
 from crawl.frontier.discovery import project_scope
 from crawl.models import Project, SessionCookie
-from crawl.urls import host_in_domains
 
 from .credentials import secrets_go_to
 

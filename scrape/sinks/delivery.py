@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from crawl.db import insert_new
+from core.batchsql import insert_new
 from crawlproject.celery import app
 
 from .kinds import writer_for

@@ -1,5 +1,5 @@
 """The HTTP sink (a webhook on results): each batch is one signed JSON POST to the receiver's URL,
-through the egress gate (crawl/egress.py), so it reaches exactly the addresses the project's fetches
+through the egress gate (core/net/egress.py), so it reaches exactly the addresses the project's fetches
 may reach. Any answer but a 2xx is a refusal: the batch is retried with back-off (delivery.py) and
 the sink shows the answer as its last error.
 
@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.core.exceptions import ValidationError
 
-from crawl.egress import EGRESS_HEADER, egress_url
+from core.net.egress import EGRESS_HEADER, egress_url
 from crawl.services.fetching import allows_private
 
 from .signing import MIN_SECRET_LENGTH, signed_headers

@@ -151,7 +151,7 @@ class JsonLinesSink:
         self.sink, self.prefix = sink, fill(sink.config.get("prefix", DEFAULT_PREFIX), sink)
 
     def deliver(self, records: list[dict], *, batch: str) -> None:
-        from media.storage import store_object
+        from core.storage import store_object
 
         with tempfile.NamedTemporaryFile(suffix=".jsonl") as out:
             out.write(b"\n".join(_dumps(r) for r in records) + b"\n")

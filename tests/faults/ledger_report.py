@@ -15,10 +15,10 @@ from collections import Counter
 def report(slug: str) -> dict:
     from django.db import connection
 
+    from core.storage import list_keys, open_object
     from crawl.models import Page, Project
     from media.downloading import temp_dir
     from media.models import MediaAsset
-    from media.storage import list_keys, open_object
 
     project = Project.objects.get(slug=slug)
     pages = list(

@@ -11,7 +11,7 @@ from console.management.commands._project import project_arg
 from console.models import Job
 from crawl.frontier.reaper import reap
 from crawl.models import Page, Project
-from crawl.workers import EmbeddedWorker
+from crawlproject.processes import EmbeddedWorker
 
 
 class Command(BaseCommand):

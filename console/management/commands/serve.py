@@ -26,7 +26,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from console.workers import workers_alive
-from crawl.workers import EmbeddedWorker
+from crawlproject.processes import EmbeddedWorker
 
 READY_TIMEOUT = 90.0
 

@@ -6,7 +6,7 @@ CRAWL_ALLOWED_NETWORKS names them, to link-local and cloud metadata addresses; a
 crawler's own servers (database, broker, storage, Flower: `refuse_services`).
 
 Two transports apply it at connect time, to the address the socket connects to: AiohttpGuard
-below (the page fetcher's httpx client over aiohttp, crawl.transport) and crawl.egress (a loopback
+below (the page fetcher's httpx client over aiohttp, core.net.transport) and core.net.egress (a loopback
 forward proxy for every other client: yt-dlp, gallery-dl, Chromium, and a project's own proxy).
 Both look a name up once with `checked_lookup`, which refuses it if any address is refused, and
 connect to a checked address, so DNS cannot change the answer between the check and the connect.
@@ -26,7 +26,7 @@ class BlockedAddress(Exception):
 
 class BlockedSocket(BlockedAddress, OSError):
     """BlockedAddress raised where only an OSError may be (a socket factory inside aiohttp's
-    connect): aiohttp carries it out as ClientConnectorError.os_error, crawl.transport unwraps it."""
+    connect): aiohttp carries it out as ClientConnectorError.os_error, core.net.transport unwraps it."""
 
 
 def _networks(*cidrs: str) -> tuple:

@@ -12,7 +12,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import feedparser
 from lxml import etree
 
-from .safexml import unsafe_xml
+from scrape.safexml import unsafe_xml
 
 SITEMAP_MAX_URLS = 50_000  # the sitemap protocol's limits
 MAX_BYTES = 50 * 1024 * 1024  # decompressed; parse_feed and parse_listing use it too
@@ -40,7 +40,7 @@ class Discovered:
 @dataclass
 class Listing:
     """error: "too_large", "bad_gzip", "unsafe_xml" (declares entities, or is in an encoding like UTF-7 that
-    could hide a declaration: crawl/safexml.py), "malformed" or "not_a_listing"."""
+    could hide a declaration: scrape/safexml.py), "malformed" or "not_a_listing"."""
 
     kind: str  # "urlset" | "sitemapindex" | "feed" | "text" | "unknown"
     urls: list[Discovered] = field(default_factory=list)

@@ -186,7 +186,7 @@ def commit_order_lock(name: str) -> None:
     """Hold a lock named `name` until the caller's transaction ends, so the rows the holders insert
     commit in the order of their ids: a reader that has seen id N will never see a smaller id
     appear later (a feed read by id cursor). PostgreSQL: a transaction-scoped advisory lock, and a
-    commit that waits for the disk even in a stage task (crawl/connections.py), so a row a reader has
+    commit that waits for the disk even in a stage task (crawlproject/dbconnections.py), so a row a reader has
     seen is never taken back by a crash. SQLite needs none: its writers already take turns, each
     holding the database until it commits."""
     connection = connections[DEFAULT_DB_ALIAS]

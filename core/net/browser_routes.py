@@ -1,4 +1,4 @@
-"""What happens to each request of a rendered page: the route handler (see crawl.render's docstring)."""
+"""What happens to each request of a rendered page: the route handler (see core.net.browser's docstring)."""
 
 import logging
 import time
@@ -8,9 +8,9 @@ from urllib.parse import urljoin, urlsplit
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, Route, WebSocketRoute
 
-from .egress import EGRESS_HEADER, EgressError
-from .fetcher import RenderRequest
-from .netguard import BlockedAddress
+from core.net.client import RenderRequest
+from core.net.egress import EGRESS_HEADER, EgressError
+from core.net.guard import BlockedAddress
 
 log = logging.getLogger("crawlhub.render")
 

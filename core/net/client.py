@@ -21,9 +21,9 @@ from urllib.parse import urljoin
 import httpcore
 import httpx
 
-from .egress import EGRESS_HEADER, egress_url
-from .netguard import BlockedAddress
-from .transport import AiohttpTransport, SlotMissed, deadline_passed, send_deadline
+from core.net.egress import EGRESS_HEADER, egress_url
+from core.net.guard import BlockedAddress
+from core.net.transport import AiohttpTransport, SlotMissed, deadline_passed, send_deadline
 
 TRANSIENT_ERRORS = frozenset(
     {"connect_timeout", "read_timeout", "total_timeout", "connect_error", "dns_error", "protocol_error", "proxy_error"}
@@ -82,8 +82,8 @@ class EgressRefusal(Exception):
 def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = "") -> httpx.AsyncClient:
     """An AsyncClient whose every connection passes the SSRF guard (see netguard).
 
-    Direct connections go through aiohttp (crawl.transport, a fraction of httpcore's CPU per page).
-    With a project proxy, the client's only proxy is this process's egress gate (crawl.egress),
+    Direct connections go through aiohttp (core.net.transport, a fraction of httpcore's CPU per page).
+    With a project proxy, the client's only proxy is this process's egress gate (core.net.egress),
     reached through httpcore: the gate checks each target as strictly as the direct guard does, then
     goes through the project's proxy to the checked address, with the credentials in its URL.
     """

@@ -9,7 +9,7 @@ The stage tasks (fetch, render, extract, download) commit without waiting for Po
 its log to disk: a PostgreSQL crash (not a restart, which flushes) may take back their last
 fraction of a second of commits, always a prefix-consistent state whose work the leases hand out
 again. Transactions a reader must never see taken back (the versions the change feed serves by
-id) commit durably all the same (crawl/db.py commit_order_lock).
+id) commit durably all the same (core/batchsql.py commit_order_lock).
 """
 
 from celery import signals

@@ -4,7 +4,7 @@ No Django here: the caller passes limits, the private-network policy and the pro
 gets the same FetchResponse the HTTP fetcher returns, its body the rendered DOM.
 
 The guard, and what it guarantees:
-- Each render has its own egress gate (crawl.egress, a proxy on 127.0.0.1): it resolves each target
+- Each render has its own egress gate (core.net.egress, a proxy on 127.0.0.1): it resolves each target
   once, refuses it unless netguard permits every address, and connects to the checked address
   (through the project's proxy if there is one), so DNS cannot rebind between check and connect.
 - Chromium gets no network of its own (`--host-resolver-rules=MAP * ~NOTFOUND` fails every name and
@@ -41,10 +41,17 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from .egress import EgressError, gate, upstream_of
-from .fetcher import BodyTooLarge, FetchResponse, RenderRequest
-from .netguard import BlockedAddress
-from .render_requests import BlockedScheme, RenderSession, TooManyRedirects, check_scheme, navigate, refuse_websocket
+from core.net.browser_routes import (
+    BlockedScheme,
+    RenderSession,
+    TooManyRedirects,
+    check_scheme,
+    navigate,
+    refuse_websocket,
+)
+from core.net.client import BodyTooLarge, FetchResponse, RenderRequest
+from core.net.egress import EgressError, gate, upstream_of
+from core.net.guard import BlockedAddress
 
 log = logging.getLogger("crawlhub.render")
 

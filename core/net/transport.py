@@ -1,6 +1,6 @@
 """An httpx transport on aiohttp for the page fetcher's direct connections.
 
-httpx stays the interface (crawl.fetcher, media.downloader and the tests use its client, requests
+httpx stays the interface (core.net.client, media.downloader and the tests use its client, requests
 and errors); the connections and HTTP/1.1 parsing underneath are aiohttp's, which costs a fraction
 of httpcore's CPU per page (bench/micro_fetch.py). The address guard is netguard's, applied in the
 connector (netguard.AiohttpGuard).
@@ -26,7 +26,7 @@ import httpx
 import yarl
 from aiohttp.client_proto import ResponseHandler  # pinned: aiohttp==3.14.* (requirements/base.txt)
 
-from .netguard import AiohttpGuard, BlockedAddress
+from core.net.guard import AiohttpGuard, BlockedAddress
 
 # A header line (status line, one field) may be 32 KiB, up to 256 of them: aiohttp's defaults (8 KiB,
 # 128) refuse some real Content-Security-Policy and Set-Cookie headers; httpcore's h11 allowed
@@ -89,7 +89,7 @@ def _as_httpx(exc: aiohttp.ClientError) -> Exception:
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """Direct connections through one aiohttp session, created on the first request.
 
-    aiohttp binds a session to the event loop it was made in, and crawl.fetcher.ClientRunner makes a
+    aiohttp binds a session to the event loop it was made in, and core.net.client.ClientRunner makes a
     loop per process (Celery forks its workers): the session is made inside the running loop.
     """
 

@@ -7,8 +7,8 @@ from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
-from .hostnames import BadHost, browser_host
-from .patterns import UserPattern
+from core.hostnames import BadHost, browser_host
+from core.patterns import UserPattern
 
 MAX_URL_LENGTH = 2000
 ALLOWED_SCHEMES = ("http", "https")
@@ -58,7 +58,7 @@ def _is_tracking(name: str, value: str) -> bool:
 def canonicalize(url: str) -> str:
     """The canonical form used for dedupe, and the URL fetched: w3lib's canonical URL (sorted query,
     no fragment, resolved dot segments, normalised escapes) with the host as browsers read it
-    (crawl.hostnames), without user info, default port or tracking/session params; the query's
+    (core.hostnames), without user info, default port or tracking/session params; the query's
     other bytes are kept as written."""
     url = url.strip()
     if len(url) > MAX_URL_LENGTH:

@@ -25,8 +25,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from . import netguard
-from .netguard import BlockedAddress
+from core.net import guard as netguard
+from core.net.guard import BlockedAddress
 
 log = logging.getLogger("crawlhub.egress")
 
