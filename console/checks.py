@@ -12,10 +12,10 @@ from console.health import bucket_of, counters_by_bucket, counters_since
 from console.health_models import HealthCounter, Monitor
 from console.models import Job
 from console.selectors import stage_backlog
-from console.workers import STAGE_QUEUE, queues_consumed
+from console.workers import queues_consumed
 from crawl.frontier.stages import PAGE_PENDING_STATES
 from crawl.models import Host, Page, Project
-from crawlproject.queues import RENDER
+from crawlproject.queues import FETCH, RENDER, STAGES
 
 FETCHES = ("fetch_ok", "fetch_failed", "fetch_other", "fetch_backoff")
 
@@ -185,7 +185,7 @@ def no_worker(project: Project, t: dict, now: datetime, open_alerts: dict) -> di
     """A stage the project owes work to, and no live worker consumes its queue."""
     consumed, out = queues_consumed(), {}
     for stage, owed in stage_backlog(project).items():
-        queue = RENDER if stage == "fetch" and project.render_js else STAGE_QUEUE[stage]
+        queue = STAGES[RENDER if stage == FETCH and project.render_js else stage].queue
         if owed and queue not in consumed and project.status == Project.Status.ACTIVE:
             out[f"stage {stage}"] = Finding(
                 f"{project.name}: {owed} rows owe the {stage} stage and no worker consumes the '{queue}' queue",

@@ -13,8 +13,7 @@ from crawl.frontier.assets import assets_retry as _assets_retry
 from crawl.frontier.discovery import seeds_enqueue
 from crawl.frontier.pages import pages_publish_owed
 from crawl.frontier.pages import pages_requeue as _pages_requeue
-from crawl.models import Host, Page, Project
-from media.models import MediaAsset
+from crawl.models import Host, MediaAsset, Page, Project
 
 
 def project_activate(*, project: Project) -> None:

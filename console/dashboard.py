@@ -36,8 +36,7 @@ from console.selectors import (
 )
 from console.workers import scheduler_warnings, stage_warnings, workers_alive, workers_snapshot
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES
-from crawl.models import Page, Project
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page, Project
 
 WINDOWS = {"5m": 5, "1h": 60, "1d": 24 * 60}  # minutes, as pyspider shows them
 CHART_MINUTES = 60

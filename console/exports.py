@@ -17,8 +17,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from crawl.models import Page, Project
-from media.models import MediaAsset, PageAsset
+from crawl.models import MediaAsset, Page, PageAsset, Project
 from scrape.models import Item
 
 PAGE_FIELDS = [

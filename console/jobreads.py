@@ -8,8 +8,7 @@ from django.utils import timezone
 
 from console.models import Job
 from crawl.frontier.stages import PAGE_PENDING_STATES
-from crawl.models import Page
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page
 from scrape.models import Item
 
 

@@ -23,9 +23,8 @@ from console.models import Job
 from core.canonical import InvalidURL, canonicalize, url_key
 from crawl.frontier.schedule import pages_dispatch
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job_scope
-from crawl.models import Page, Project
+from crawl.models import MediaAsset, Page, Project
 from crawl.services.projects import seeds_retry_failed
-from media.models import MediaAsset
 
 ACTIVE = Job.ACTIVE_STATES
 

@@ -24,8 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFami
 from console.access import projects_for, sees_all
 from console.health_metrics import health_metrics
 from console.selectors import broker_queue_lengths, stage_backlog
-from crawl.models import Page, Project
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page, Project
 
 TOP_HOSTS = 20
 OTHER_HOSTS = "_other"

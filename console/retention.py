@@ -48,7 +48,7 @@ RULES = [
     Rule("console.JobLogEntry", "at", "CONSOLE_KEEP_JOB_LOGS_DAYS"),
     Rule("console.Job", "finished_at", "CONSOLE_KEEP_JOBS_DAYS", _finished_jobs),
     Rule("crawl.PageVersion", "fetched_at", "CONSOLE_KEEP_PAGE_VERSIONS_DAYS", _superseded_versions),
-    Rule("scrape.SinkDelivery", "updated_at", "CONSOLE_KEEP_SINK_RECORDS_DAYS", _delivered),
+    Rule("sinks.SinkDelivery", "updated_at", "CONSOLE_KEEP_SINK_RECORDS_DAYS", _delivered),
     Rule("console.Alert", "resolved_at", "CONSOLE_KEEP_ALERTS_DAYS", lambda alerts: alerts.exclude(resolved_at=None)),
 ]
 

@@ -15,7 +15,7 @@ from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import Group, Permission
 from django.db import DEFAULT_DB_ALIAS
 
-APPS = ("crawl", "scrape", "media", "console")
+APPS = ("crawl", "scrape", "media", "sinks", "console")
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
 OPERATOR_EXTRA = (
     "console.run_project",

@@ -12,8 +12,7 @@ from crawl.frontier.stages import (
     PAGE_PENDING_STATES,
     PAGE_STAGE_OF_STATE,
 )
-from crawl.models import Page, Project
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page, Project
 
 
 def project_progress(project: Project) -> dict:

@@ -15,8 +15,8 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from crawl.frontier.reaper import workers_stopped
-from crawl.frontier.stages import CURRENT_JOB
 from crawl.signals import recrawl_due
+from crawlproject.jobcontext import CURRENT_JOB
 
 log = logging.getLogger("crawlhub.console")
 LIVENESS_BEATS = 3  # heartbeats a worker may miss before the leases it holds go back

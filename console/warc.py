@@ -29,7 +29,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from crawl.models import Page, PageContent, Project
-from crawl.services.fetching import user_agent_of
+from crawl.policy import user_agent_of
 
 CHUNK = 25  # stored pages per query: bounded memory even when bodies are megabytes each
 RECONSTRUCTED = "WARC-Crawlhub-Reconstructed"

@@ -8,10 +8,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from console.models import WorkerBeat
-from crawl.frontier.stages import DOWNLOAD, EXTRACT, FETCH
-from crawlproject.queues import RENDER
-
-STAGE_QUEUE = {FETCH: "fetch", EXTRACT: "extract", DOWNLOAD: "download"}
+from crawlproject.queues import FETCH, RENDER, STAGES
 
 
 def workers_alive() -> list[WorkerBeat]:
@@ -29,7 +26,7 @@ def stage_warnings(backlog: dict[str, int], *, rendered: bool = False, workers=N
     consumed = queues_consumed(workers)
     warnings = []
     for stage, owed in backlog.items():
-        queue = RENDER if stage == FETCH and rendered else STAGE_QUEUE[stage]
+        queue = STAGES[RENDER if stage == FETCH and rendered else stage].queue
         if owed and queue not in consumed:
             warnings.append(
                 f"{owed} rows owe the {stage} stage and no worker consumes the '{queue}' queue: run `make serve`, "

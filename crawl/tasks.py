@@ -11,15 +11,16 @@ from crawl.frontier.stages import job_scope
 from crawl.models import Project
 from crawl.services.fetching import pages_fetch
 from crawl.signals import recrawl_due
+from crawlproject.queues import FETCH, RENDER, STAGES
 
 
-@shared_task(name="crawl.fetch_batch", bind=True, soft_time_limit=270, time_limit=300)
+@shared_task(name=STAGES[FETCH].task, bind=True, **STAGES[FETCH].limits())
 def fetch_batch(self, page_ids: list[int], job: int | None = None, wake: str | None = None) -> int:
     """`page_ids` empty: a wake-up (booked for the time `wake`), which claims what is ready."""
     return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", wake=wake))
 
 
-@shared_task(name="crawl.render_batch", bind=True, soft_time_limit=570, time_limit=600)
+@shared_task(name=STAGES[RENDER].task, bind=True, **STAGES[RENDER].limits())
 def render_batch(self, page_ids: list[int], job: int | None = None, wake: str | None = None) -> int:
     return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", render=True, wake=wake))
 

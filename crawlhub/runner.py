@@ -27,7 +27,7 @@ from crawl.models import Page, Project
 from crawl.services.projects import seeds_add, seeds_retry_failed
 from crawlhub.api import Run
 from crawlproject.processes import EmbeddedWorker
-from scrape.sinks.delivery import sinks_owed, sinks_tick
+from sinks.delivery import sinks_owed, sinks_tick
 
 log = logging.getLogger("crawlhub.run")
 POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)

@@ -39,12 +39,12 @@ def stage_commits(*, task=None, **_) -> None:
     (CRAWL_STAGE_SYNCHRONOUS_COMMIT off), every other task's wait as usual. PostgreSQL only."""
     from django.conf import settings
 
-    from crawl.frontier.stages import WAKE_TASKS
+    from crawlproject.queues import STAGE_TASKS
 
     connection = connections["default"]
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         return
-    fast = getattr(task, "name", "") in WAKE_TASKS.values() and not settings.CRAWL_STAGE_SYNCHRONOUS_COMMIT
+    fast = getattr(task, "name", "") in STAGE_TASKS and not settings.CRAWL_STAGE_SYNCHRONOUS_COMMIT
     try:
         with connection.cursor() as cursor:
             cursor.execute("SET synchronous_commit TO " + ("off" if fast else "on"))

@@ -81,7 +81,7 @@ def structlog_configure(*, log_format: str) -> None:
 
 
 def bind_task_context(task_id=None, task=None, args=None, kwargs=None, **_) -> None:
-    from crawl.frontier.stages import CURRENT_JOB
+    from crawlproject.jobcontext import CURRENT_JOB
 
     structlog.contextvars.clear_contextvars()
     ids = args[0] if args and isinstance(args[0], list) else []
@@ -92,7 +92,7 @@ def bind_task_context(task_id=None, task=None, args=None, kwargs=None, **_) -> N
 
 
 def clear_task_context(**_) -> None:
-    from crawl.frontier.stages import CURRENT_JOB
+    from crawlproject.jobcontext import CURRENT_JOB
 
     structlog.contextvars.clear_contextvars()
     CURRENT_JOB.set(None)

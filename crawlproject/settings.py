@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "crawl",
     "scrape",
     "media",
+    "sinks",
     "console",
 ]
 
@@ -171,7 +172,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStateEnum": "console.models.Job.State",
         "JobKindEnum": "console.models.Job.Kind",
-        "SinkKindEnum": "scrape.sinks.models.Sink.Kind",
+        "SinkKindEnum": "sinks.models.Sink.Kind",
     },
 }
 
@@ -372,7 +373,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# --- Result sinks (scrape/sinks/): where items, pages and assets are delivered as they are stored
+# --- Result sinks (sinks/): where items, pages and assets are delivered as they are stored
 CRAWL_SINK_ROOT = Path(env.str("CRAWL_SINK_ROOT", default=str(VAR_DIR / "sinks")))  # file and tar sinks
 CRAWL_SINK_BATCH = env.int("CRAWL_SINK_BATCH", default=200)  # records per delivery (one tar or JSONL object)
 CRAWL_SINK_MAX_ATTEMPTS = env.int("CRAWL_SINK_MAX_ATTEMPTS", default=8)  # then the records fail, shown

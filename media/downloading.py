@@ -7,44 +7,24 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from django.conf import settings
 
-from core.canonical import host_of, origin_of, parse_lines
+from core.canonical import host_of, origin_of
+from core.mediarules import MediaRules
 from core.net.client import SLOT_MISSED, runner
 from core.net.transport import deadline_passed, send_deadline
-from crawl.frontier.discovery import project_scope
+from core.tempfiles import temp_dir
 from crawl.models import Project
+from crawl.policy import allows_private, fetch_limits, project_media_rules, project_scope, user_agent_of
 from crawl.services.credentials import secrets_go_to
-from crawl.services.fetching import LATE_SECONDS, allows_private, fetch_limits, user_agent_of
+from crawl.services.fetching import LATE_SECONDS
 from crawl.services.politeness import hosts_learn_delays
 from crawl.services.robots_cache import robots_policies
 
 from .downloader import Download, download
 from .models import MediaAsset
-from .rules import MediaRules
 from .sniff import sniff_mime
-
-_RULES: dict[int, tuple[float, MediaRules]] = {}
-
-
-def project_media_rules(project: Project) -> MediaRules:
-    """The project's media rules (cached briefly per process, like its scope)."""
-    cached = _RULES.get(project.id)
-    if cached and time.monotonic() - cached[0] < 30:
-        return cached[1]
-    rules = MediaRules.build(
-        kinds=project.media_kinds.split(","),
-        extensions=parse_lines(project.media_extensions),
-        mime_types=parse_lines(project.media_mime_types),
-        page_patterns=parse_lines(project.media_page_patterns),
-        gallery_patterns=parse_lines(project.gallery_page_patterns),
-        max_bytes=project.media_max_bytes or settings.CRAWL_MAX_MEDIA_BYTES,
-        any_host=project.media_any_host,
-    )
-    _RULES[project.id] = (time.monotonic(), rules)
-    return rules
 
 
 @dataclass
@@ -53,41 +33,6 @@ class Fetched:
 
     asset: MediaAsset
     files: list[Download] = field(default_factory=list)
-
-
-def temp_dir() -> Path:
-    path = Path(settings.VAR_DIR) / "tmp"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def clean_stale_temp(older_than: float) -> int:
-    """Remove temp files and folders older than a lease: what killed downloads left behind."""
-    removed, cutoff = 0, time.time() - older_than
-    for entry in temp_dir().iterdir():
-        try:
-            if _last_write(entry) < cutoff:
-                _remove(entry)
-                removed += 1
-        except FileNotFoundError:  # its own download finished and removed it meanwhile
-            continue
-    return removed
-
-
-def _last_write(path: Path) -> float:
-    """A folder is as fresh as the newest file in it (a running yt-dlp download keeps writing)."""
-    if not path.is_dir():
-        return path.stat().st_mtime
-    return max([path.stat().st_mtime, *(_last_write(child) for child in path.iterdir())])
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        for child in path.iterdir():
-            _remove(child)
-        path.rmdir()
-    else:
-        path.unlink(missing_ok=True)
 
 
 def download_assets(assets: list[MediaAsset], slots: dict) -> list[Fetched]:

@@ -7,66 +7,24 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core.canonical import InvalidURL, canonicalize, host_in_domains, host_of, url_key
-from core.net.client import SLOT_MISSED, is_transient
+from core.canonical import url_key
+from core.net.client import SLOT_MISSED
 from core.storage import StorageUnavailable, store_file
+from core.tempfiles import clean_stale_temp
 from crawl.frontier.assets import assets_finish, assets_insert, assets_wake_when_due
-from crawl.frontier.discovery import project_scope
-from crawl.frontier.stages import ASSET_PENDING_STATES, DOWNLOAD
-from crawl.frontier.verdicts import Done, Fail, Postpone, Retry, Verdict
+from crawl.frontier.stages import DOWNLOAD
+from crawl.frontier.verdicts import Done, Fail, Postpone, Retry, Verdict, retry_or_fail
 from crawl.frontier.wakeups import wakeup_taken
-from crawl.models import Project
+from crawl.results import assets_stored
 from crawl.services.politeness import hosts_release
-from scrape.sinks.records import assets_offer
+from crawlproject.queues import STAGES
 
 from .claiming import IDLE_RETRY_SECONDS, assets_claim_round, hosts_record_answers
 from .downloader import Download
-from .downloading import Fetched, clean_stale_temp, download_assets, project_media_rules
+from .downloading import Fetched, download_assets
 from .models import MediaAsset, PageAsset
 
 log = logging.getLogger("crawlhub.media")
-RETRYABLE = ("storage_error", "robots_unavailable")
-
-
-def assets_link_many(*, project: Project, refs_by_page: dict[int, list[tuple[str, str]]]) -> set[int]:
-    """Record pages' media: one asset row per URL (new ones are queued for download), one link
-    row per page and asset. Returns the ids of pages with an asset still pending.
-    Inserts go in key order so concurrent batches take index locks in the same order.
-    """
-    assets, keys_by_page = _wanted_assets(project, refs_by_page)
-    if not assets:
-        return set()
-    assets_insert([assets[k] for k in sorted(assets)])
-    rows = MediaAsset.objects.filter(project=project, url_key__in=assets.keys()).values_list("url_key", "id", "state")
-    known = {key: (asset_id, state) for key, asset_id, state in rows}
-    links = sorted((pid, known[k][0]) for pid, keys in keys_by_page.items() for k in keys)
-    PageAsset.objects.bulk_create([PageAsset(page_id=p, asset_id=a) for p, a in links], ignore_conflicts=True)
-    return {pid for pid, keys in keys_by_page.items() if any(known[k][1] in ASSET_PENDING_STATES for k in keys)}
-
-
-def _wanted_assets(project, refs_by_page) -> tuple[dict[str, MediaAsset], dict[int, set[str]]]:
-    rules, domains = project_media_rules(project), project_scope(project).domains
-    assets: dict[str, MediaAsset] = {}
-    keys_by_page: dict[int, set[str]] = {}
-    for page_id, refs in refs_by_page.items():
-        for raw, kind in refs:
-            try:
-                canonical = canonicalize(raw)
-            except InvalidURL:
-                continue
-            explicit = kind == "download"  # an ID scraper's job: the project's own rule asked for it
-            offsite = domains and not host_in_domains(host_of(canonical), domains)
-            if not explicit and ((offsite and not rules.any_host) or not rules.wants(canonical, kind)):
-                continue
-            kind = "file" if explicit else kind
-            key = url_key(canonical)
-            downloader = rules.downloader_for(canonical)
-            assets.setdefault(
-                key,
-                MediaAsset(project=project, url=canonical, url_key=key, kind=kind, downloader=downloader),
-            )
-            keys_by_page.setdefault(page_id, set()).add(key)
-    return assets, keys_by_page
 
 
 def assets_download(*, asset_ids: list[int], worker: str = "", wake: str | None = None) -> list[int]:
@@ -80,7 +38,7 @@ def assets_download(*, asset_ids: list[int], worker: str = "", wake: str | None 
     """
     if wake:
         wakeup_taken(DOWNLOAD, datetime.fromisoformat(wake))
-    claim = assets_claim_round(asset_ids, limit=settings.CRAWL_DOWNLOAD_BATCH, worker=worker)
+    claim = assets_claim_round(asset_ids, limit=STAGES[DOWNLOAD].batch(), worker=worker)
     if not claim.assets:
         hosts_release(claim.token)
         assets_wake_when_due(least=IDLE_RETRY_SECONDS)
@@ -123,7 +81,7 @@ def _finish(fetched: Fetched, token, worker: str) -> bool:
         if asset.id in written and isinstance(verdict, Done):
             for name, value in verdict.fields.items():
                 setattr(asset, name, value)
-            assets_offer(asset.project_id, [asset])
+            assets_stored.send(sender=asset.project_id, assets=[asset])
     if asset.id not in written:
         return False
     return isinstance(verdict, Done | Fail) or asset.attempts >= settings.CRAWL_MAX_ATTEMPTS
@@ -136,7 +94,7 @@ def _outcome(asset: MediaAsset, files: list[Download]) -> Verdict:
         return _gallery_outcome(asset, files)
     result = files[0]
     if result.error_code:
-        return _retry_or_fail(result.error_code, result.error_message, {"status_code": result.status_code})
+        return retry_or_fail(result.error_code, result.error_message, {"status_code": result.status_code})
     return Done({"status_code": result.status_code} | _stored(result))
 
 
@@ -157,7 +115,7 @@ def _gallery_outcome(asset: MediaAsset, files: list[Download]) -> Verdict:
     good = [f for f in files if not f.error_code]
     if not good:
         first = files[0] if files else Download(url=asset.url, error_code="empty_gallery", error_message="no files")
-        return _retry_or_fail(first.error_code, first.error_message)
+        return retry_or_fail(first.error_code, first.error_message)
     items = []
     for n, result in enumerate(good):
         item_url = f"{asset.url}#{n}"
@@ -176,10 +134,3 @@ def _gallery_outcome(asset: MediaAsset, files: list[Download]) -> Verdict:
     )
     skipped = len(files) - len(good)
     return Done({"metadata": {"items": len(good), "skipped": skipped}, "downloaded_at": timezone.now()})
-
-
-def _retry_or_fail(code: str, message: str, fields: dict | None = None) -> Verdict:
-    """Transient errors are retried (the frontier's retry policy decides when, and when to stop)."""
-    if is_transient(code) or code in RETRYABLE:
-        return Retry(code, message, fields or {})
-    return Fail(code, message, fields or {})

@@ -11,17 +11,11 @@ import lxml.etree
 
 from core.canonical import InvalidURL, Scope, canonicalize, host_of, origin_of, url_key
 from core.net.client import FetchResponse, fetch, runner
-from crawl.frontier.discovery import (
-    existing_keys,
-    forget_scope,
-    project_scope,
-    seed_request,
-    within_budget,
-    within_host_budgets,
-)
+from crawl.frontier.discovery import existing_keys, seed_request, within_budget, within_host_budgets
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from crawl.services.fetching import allows_private, build_request, fetch_limits, render_request, user_agent_of
+from crawl.policy import allows_private, fetch_limits, forget_scope, project_scope, user_agent_of
+from crawl.services.fetching import build_request, render_request
 from crawl.services.rendering import render_page
 from crawl.services.robots_cache import robots_policies
 from crawl.services.sessions import session_load

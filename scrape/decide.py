@@ -13,7 +13,7 @@ from django.conf import settings
 from core.canonical import host_of
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from media.downloading import project_media_rules
+from crawl.policy import project_media_rules
 from scrape.sitemaps import parse_listing
 
 from .extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of

@@ -115,6 +115,3 @@ class HandlerLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.level}: {self.message[:80]}"
-
-
-from .sinks.models import Sink, SinkDelivery  # noqa: E402, F401 - registered with the scrape app

@@ -10,13 +10,13 @@ import re
 import zlib
 from datetime import datetime
 
-from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.db.models import F
 from django.utils import timezone
 
 from core.batchsql import upsert
 from core.transactions import atomic_with_retry
+from crawl.frontier.assets import assets_link_many
 from crawl.frontier.discovery import pages_discover
 from crawl.frontier.pages import (
     pages_claim_for_extract,
@@ -29,14 +29,14 @@ from crawl.frontier.stages import EXTRACT, job_scope
 from crawl.frontier.verdicts import Done, Fail
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent
+from crawl.results import pages_extracted
 from crawl.services.freshness import revisit, versions_record
 from crawl.services.outcomes import rules_stamp
-from media.services import assets_link_many
+from crawlproject.queues import STAGES
 
 from .decide import PageResult, extract_page
 from .health import extracted_count
 from .models import HandlerLog, Item
-from .sinks.records import results_offer
 
 log = logging.getLogger("crawlhub.extract")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -51,7 +51,7 @@ def pages_extract(*, page_ids: list[int], worker: str = "", wake: str | None = N
     if page_ids:
         token, pages = pages_claim_for_extract(page_ids, worker=worker)
     else:
-        token, pages = pages_claim_ready_for_extract(limit=settings.CRAWL_EXTRACT_BATCH, worker=worker)
+        token, pages = pages_claim_ready_for_extract(limit=STAGES[EXTRACT].batch(), worker=worker)
     contents = {c.page_id: c for c in PageContent.objects.filter(page_id__in=[p.id for p in pages])}
     by_project: dict[int, list[PageResult]] = {}
     for page in pages:
@@ -109,7 +109,7 @@ def _write(results: list[PageResult], token, worker: str) -> int:
         log.warning("lease lost before finishing extraction of page %s", page_id)
     items_store([r for r in results if r.page.id in written])
     handler_logs_store([r for r in results if r.page.id in written])
-    results_offer(project, [r for r in results if r.page.id in written], clean=_jsonb_safe)
+    pages_extracted.send(sender=project, results=[r for r in results if r.page.id in written], clean=_jsonb_safe)
     versions_record([v for v in versions if v[0].id in written])
     extracted_count(project, [r for r in results if r.page.id in written], {v[0].id for v in versions})
     return len(new_ids)

@@ -12,8 +12,7 @@ import pytest
 from django.utils import timezone
 
 from core.storage import store_file
-from crawl.models import Host, Page, Project, Seed
-from media.models import MediaAsset
+from crawl.models import Host, MediaAsset, Page, Project, Seed
 from scrape.models import Item
 
 PROJECTS = "/admin/crawl/project/"

@@ -13,8 +13,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from console.models import ProjectAccess
-from crawl.models import Page, PageContent, PageVersion, Project
-from media.models import MediaAsset, PageAsset
+from crawl.models import MediaAsset, Page, PageAsset, PageContent, PageVersion, Project
 from scrape.models import Item, RuleSet
 from tests.servers import Site, SiteServer
 

@@ -20,9 +20,8 @@ from console.exports import ASSET_FIELDS, PAGE_FIELDS
 from console.models import Job
 from core.canonical import url_key
 from core.storage import store_file
-from crawl.models import Page, Project, Seed
+from crawl.models import MediaAsset, Page, Project, Seed
 from crawl.services.projects import project_get_or_create
-from media.models import MediaAsset
 from scrape.models import Item
 from tests.s3 import s3_storages
 

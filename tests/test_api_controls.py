@@ -6,8 +6,7 @@ from django.contrib.auth.models import Permission
 
 from console.jobs import job_cancel
 from console.models import Job
-from crawl.models import Host, Page, Project
-from media.models import MediaAsset
+from crawl.models import Host, MediaAsset, Page, Project
 from scrape.models import RuleSet
 from tests.servers import Site, SiteServer
 from tests.test_admin_console import add_page

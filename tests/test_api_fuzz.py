@@ -9,9 +9,8 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from core.canonical import url_key
-from crawl.models import Page, Seed
+from crawl.models import MediaAsset, Page, Seed
 from crawl.services.projects import project_get_or_create
-from media.models import MediaAsset
 from scrape.models import Item
 from tests.conftest import BASE_DIR, run_manage
 

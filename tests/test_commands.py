@@ -14,9 +14,8 @@ from django.utils import timezone
 from console.selectors import broker_queue_lengths
 from core.canonical import url_key
 from crawl.frontier.pages import pages_claim_for_fetch
-from crawl.models import Page, Project, Seed
+from crawl.models import MediaAsset, Page, Project, Seed
 from crawl.services.projects import project_get_or_create
-from media.models import MediaAsset
 
 COMMANDS = [
     "addseeds",

@@ -12,8 +12,7 @@ from django.test import Client
 from console.models import ProjectAccess
 from console.roles import roles_install
 from core.storage import store_file
-from crawl.models import Project
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Project
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "correct-horse-battery-staple"

@@ -9,8 +9,7 @@ from collections import Counter
 import pytest
 
 from bench.check import assert_complete, ledger_key
-from crawl.models import Page
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page
 from scrape.models import Item
 from tests.conftest import BASE_DIR, beat_stop, export_pages, last_json_line, run_manage
 from tests.servers import SiteServer

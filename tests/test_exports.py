@@ -13,9 +13,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from console.exports import export_rows
-from crawl.models import Page
+from crawl.models import MediaAsset, Page, PageAsset
 from crawl.services.projects import project_get_or_create
-from media.models import MediaAsset, PageAsset
 from scrape.models import Item
 
 

@@ -7,9 +7,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from bench.check import canon_path
-from crawl.models import Page
+from crawl.models import MediaAsset, Page
 from crawl.services.projects import project_get_or_create
-from media.models import MediaAsset
 from scrape.models import Item, RuleSet
 from tests.conftest import run_manage
 from tests.servers import NOT_FOUND, Site, SiteServer

@@ -14,8 +14,8 @@ from console.jobs import job_counts
 from console.models import Job
 from console.selectors import project_progress
 from core.canonical import parse_lines
-from crawl.frontier.discovery import project_scope
 from crawl.models import Page, PageContent, Project
+from crawl.policy import project_scope
 from scrape.decide import extract_page
 from scrape.extractors import extract_html
 from scrape.models import Item, RuleSet

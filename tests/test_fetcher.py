@@ -296,10 +296,9 @@ def test_it_retries_only_transient_errors(code, transient):
 
 def test_a_dns_failure_is_retried_not_failed_at_once():
     """A name that does not resolve now (a resolver hiccup, a record being changed) often does later."""
-    from crawl.frontier.verdicts import Retry
-    from crawl.services.outcomes import failure
+    from crawl.frontier.verdicts import Retry, retry_or_fail
 
-    assert isinstance(failure("dns_error", "cannot resolve a.test"), Retry)
+    assert isinstance(retry_or_fail("dns_error", "cannot resolve a.test"), Retry)
 
 
 # --- media downloader ------------------------------------------------------------------------------

@@ -14,14 +14,14 @@ from django.db.models import Count
 from django.utils import timezone
 
 from crawl.frontier.assets import pages_waiting_complete
-from crawl.frontier.discovery import forget_scope, pages_discover
+from crawl.frontier.discovery import pages_discover
 from crawl.frontier.pages import pages_claim_for_fetch, pages_finish, pages_ready
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import FETCH
 from crawl.frontier.verdicts import Fetched, Link
-from crawl.models import HostLease, Page, StageWakeup
+from crawl.models import HostLease, MediaAsset, Page, PageAsset, StageWakeup
+from crawl.policy import forget_scope
 from crawl.services.projects import project_get_or_create, seeds_add
-from media.models import MediaAsset, PageAsset
 
 
 @pytest.fixture

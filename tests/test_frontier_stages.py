@@ -9,9 +9,8 @@ import pytest
 from django.conf import settings
 
 from console.control import project_start
-from crawl.models import Page
+from crawl.models import MediaAsset, Page
 from crawl.services.projects import project_get_or_create, seeds_add
-from media.models import MediaAsset
 from scrape.models import Item, RuleSet
 from tests.conftest import last_json_line, run_manage
 from tests.servers import Site, SiteServer

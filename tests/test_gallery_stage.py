@@ -1,9 +1,8 @@
 """The download stage with gallery-dl: one gallery page becomes one stored asset per file."""
 
 from core.storage import key_for, object_exists
-from crawl.models import Page
+from crawl.models import MediaAsset, Page, PageAsset
 from crawl.services.projects import project_get_or_create
-from media.models import MediaAsset, PageAsset
 from media.services import assets_download
 from tests.test_gallerydl import fake_gallerydl  # noqa: F401 - the fake gallery-dl on PATH
 

@@ -14,10 +14,10 @@ from django.core.exceptions import ValidationError
 from console.exports import export_response, write_csv
 from core import patterns
 from core.canonical import Scope
+from core.mediarules import MediaRules
 from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create
 from crawl.validators import regex_lines
-from media.rules import MediaRules
 from scrape.decide import extract_page
 from scrape.models import Item, RuleSet
 from scrape.rules import RuleError, compile_rules

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from crawl.models import Page, Project
+from crawl.models import MediaAsset, Page, Project
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
-from media.models import MediaAsset
 from scrape.extractors import extract_html
 from scrape.metadata import MAX_JSON_LD_DEPTH
 from scrape.models import Item, RuleSet

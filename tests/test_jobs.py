@@ -28,8 +28,7 @@ from console.models import Job, JobLogEntry, WorkerBeat
 from console.selectors import project_progress
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_extract
-from crawl.models import Page, Project, Seed
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page, Project, Seed
 from tests.conftest import beat_stop, last_json_line, run_manage
 from tests.test_admin_console import add_page
 

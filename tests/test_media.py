@@ -14,8 +14,8 @@ import pytest
 
 from bench.check import canon_path
 from core.storage import key_for
+from crawl.models import MediaAsset, PageAsset
 from crawl.services.projects import project_get_or_create
-from media.models import MediaAsset, PageAsset
 from tests.conftest import BASE_DIR, last_json_line, run_manage
 from tests.media_site import build_media_site, make_videos
 from tests.servers import Site, SiteServer

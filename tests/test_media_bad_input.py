@@ -10,9 +10,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from core.storage import key_for, list_keys
+from core.tempfiles import temp_dir
+from crawl.models import MediaAsset
 from crawl.services.projects import project_get_or_create
-from media.downloading import temp_dir
-from media.models import MediaAsset
 from media.services import assets_download
 from tests.s3 import s3_storages
 from tests.servers import RawServer, head, send

@@ -6,8 +6,7 @@ import zlib
 import pytest
 
 from core.canonical import url_key
-from crawl.models import Page, PageContent, Project
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page, PageContent, Project
 from scrape.models import Item, RuleSet
 from scrape.services import pages_extract
 from scrape.spiders import Media, Spider, register, route

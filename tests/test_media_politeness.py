@@ -12,9 +12,8 @@ import pytest
 from django.utils import timezone
 
 from core.canonical import host_of
-from crawl.models import Host
+from crawl.models import Host, MediaAsset
 from crawl.services.projects import project_get_or_create, seeds_add
-from media.models import MediaAsset
 from media.services import assets_download
 from tests.servers import Site, SiteServer
 from tests.test_politeness import crawl, start

@@ -1,8 +1,8 @@
-"""media.rules and media.sniff: pure decisions, no database."""
+"""core.mediarules and media.sniff: pure decisions, no database."""
 
 import pytest
 
-from media.rules import MediaRules
+from core.mediarules import MediaRules
 from media.sniff import sniff_mime
 
 

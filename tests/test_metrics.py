@@ -14,8 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from console.metrics import OTHER_HOSTS, TOP_HOSTS
 from console.models import ProjectAccess
-from crawl.models import Page, Project
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page, Project
 from tests.conftest import BASE_DIR, generated_site, last_json_line
 from tests.servers import SiteServer
 

@@ -13,10 +13,9 @@ from console.jobs import job_begin
 from console.models import Job, ProjectAccess
 from console.roles import roles_install
 from core.canonical import url_key
-from crawl.models import Page, PageVersion, Project, Seed
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page, PageVersion, Project, Seed
 from scrape.models import Item
-from scrape.sinks.models import Sink
+from sinks.models import Sink
 from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +90,7 @@ def test_the_roles_are_groups_kept_in_step_with_the_code():
     operator_extra = {"console.run_project", "console.export_results", "console.try_url", "crawl.add_seed"}
     operator_extra.add("console.change_monitor")  # operators tune the monitors' thresholds
     assert perms["operator"] == perms["viewer"] | operator_extra
-    assert {NETWORK, "crawl.change_project", "crawl.delete_project", "scrape.add_sink"} <= perms["admin"]
+    assert {NETWORK, "crawl.change_project", "crawl.delete_project", "sinks.add_sink"} <= perms["admin"]
     assert "console.view_all_projects" not in perms["admin"], "seeing every team's projects is given on purpose"
 
 

@@ -14,7 +14,7 @@ from console.retention import RULES, prune
 from core.canonical import url_key
 from crawl.models import Page, PageVersion, Project
 from crawlproject.queues import CONTROL, TASK_ROUTES
-from scrape.sinks.models import Sink, SinkDelivery
+from sinks.models import Sink, SinkDelivery
 
 pytestmark = pytest.mark.django_db
 LONG_AGO = timedelta(days=400)  # older than every default
@@ -96,7 +96,7 @@ def test_old_rows_are_pruned_in_small_batches_and_recent_ones_kept(rows):
         "console.JobLogEntry": 4,
         "console.Job": 4,
         "crawl.PageVersion": 4,
-        "scrape.SinkDelivery": 4,
+        "sinks.SinkDelivery": 4,
         "console.Alert": 4,
     }, "at most two statements of two rows per kind and run"
     runs = [first]
@@ -107,7 +107,7 @@ def test_old_rows_are_pruned_in_small_batches_and_recent_ones_kept(rows):
     assert list(JobLogEntry.objects.values_list("id", flat=True)) == rows["kept_logs"]
     assert sorted(PageVersion.objects.values_list("id", flat=True)) == rows["kept_versions"]
     assert sorted(SinkDelivery.objects.values_list("id", flat=True)) == rows["kept_deliveries"]
-    assert sum(run["scrape.SinkDelivery"] for run in runs) == len(rows["delivered"])
+    assert sum(run["sinks.SinkDelivery"] for run in runs) == len(rows["delivered"])
     assert sum(run["crawl.PageVersion"] for run in runs) == len(rows["superseded"])
     assert sorted(Alert.objects.values_list("id", flat=True)) == rows["kept_alerts"]
 

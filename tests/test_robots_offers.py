@@ -7,8 +7,8 @@ from django.conf import settings
 
 from core.canonical import Scope, host_of
 from core.net.guard import allow_networks
-from crawl.frontier.discovery import forget_scope, project_scope
 from crawl.models import Page, Project, Seed
+from crawl.policy import forget_scope, project_scope
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
 from tests.servers import Site, SiteServer

@@ -16,9 +16,9 @@ from console.management.commands import sinks as sinks_command  # noqa: F401 - t
 from core.storage import list_keys, open_object
 from crawl.models import Project
 from scrape.models import Item
-from scrape.sinks.delivery import sink_counts, sinks_offer
-from scrape.sinks.kinds import writer_for
-from scrape.sinks.models import Sink, SinkDelivery
+from sinks.delivery import sink_counts, sinks_offer
+from sinks.kinds import writer_for
+from sinks.models import Sink, SinkDelivery
 from tests.conftest import last_json_line, run_manage
 
 REDIS_SINK_DB = "redis://127.0.0.1:6379/9"
@@ -180,7 +180,7 @@ def test_the_sink_list_shows_what_each_sink_delivered_owes_and_why_it_fails(admi
         [SinkDelivery(sink=sink, key=f"k{i}", record={}, state="done") for i in range(3)]
         + [SinkDelivery(sink=sink, key="k9", record={}, state="pending", error="OSError: disk full")]
     )
-    html = admin_client.get("/admin/scrape/sink/").content.decode()
+    html = admin_client.get("/admin/sinks/sink/").content.decode()
     row = html.split('class="field-name"', 1)[1].split("</tr>", 1)[0]
     assert '<td class="field-delivered">3</td>' in row and '<td class="field-owed">1</td>' in row
     assert "OSError: disk full" in row

@@ -13,9 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.canonical import request_key, url_key
-from crawl.frontier.discovery import forget_scope, pages_discover
+from crawl.frontier.discovery import pages_discover
 from crawl.frontier.verdicts import Link
 from crawl.models import Page
+from crawl.policy import forget_scope
 from crawl.services.fetching import build_request, pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
 from scrape.example_spiders import ExampleApiSpider

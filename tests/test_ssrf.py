@@ -5,9 +5,8 @@ CRAWL_ALLOWED_NETWORKS (as an operator would allow one intranet subnet); 127.0.0
 import pytest
 
 from bench.check import canon_path
-from crawl.models import Page
+from crawl.models import MediaAsset, Page
 from crawl.services.projects import project_get_or_create
-from media.models import MediaAsset
 from tests.conftest import last_json_line, run_manage
 from tests.servers import ForwardProxy, Site, SiteServer, Victim
 

@@ -16,10 +16,9 @@ from django.utils import timezone
 
 from bench.check import assert_complete
 from crawl.frontier.stages import EXTRACT, FETCH
-from crawl.models import Page, PageContent
+from crawl.models import MediaAsset, Page, PageContent
 from crawl.services.projects import project_get_or_create, seeds_add
 from crawl.tasks import reap_task
-from media.models import MediaAsset
 from tests.conftest import BASE_DIR, export_pages
 from tests.servers import SiteServer
 from tests.test_distributed import crawl_args

@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from crawl.models import Project
 from scrape.models import Item
-from scrape.sinks.delivery import sink_counts, sink_deliver, sinks_offer, sinks_tick
-from scrape.sinks.http import ReceiverRefused
-from scrape.sinks.kinds import writer_for
-from scrape.sinks.models import Sink, SinkDelivery
-from scrape.sinks.signing import signature, signature_valid, signed_headers
+from sinks.delivery import sink_counts, sink_deliver, sinks_offer, sinks_tick
+from sinks.http import ReceiverRefused
+from sinks.kinds import writer_for
+from sinks.models import Sink, SinkDelivery
+from sinks.signing import signature, signature_valid, signed_headers
 from tests.conftest import BASE_DIR, last_json_line, run_manage
 from tests.webhook_receiver import WebhookReceiver
 
@@ -119,7 +119,7 @@ def test_a_refusing_receiver_is_retried_later_and_shown_failing_in_the_console(d
         assert all(r.next_at > before + timedelta(seconds=1) for r in waiting), "it waits (back-off)"
         assert sink_deliver(sink.id) == 0, "not due yet: nothing is sent"
         assert receiver.refused == 1
-        row = admin_client.get("/admin/scrape/sink/").content.decode().split('class="field-name"', 1)[1]
+        row = admin_client.get("/admin/sinks/sink/").content.decode().split('class="field-name"', 1)[1]
         assert "HTTP 500 from" in row.split("</tr>", 1)[0] and "the receiver is down" in row
 
         receiver.refusing = False
@@ -139,7 +139,7 @@ def test_the_sink_secret_is_never_shown_and_a_masked_one_sent_back_keeps_it(db, 
     assert changed.status_code == 200, changed.content
     sink.refresh_from_db()
     assert sink.config == {"url": "http://user:pw@receiver.test/hook", "secret": SECRET, "timeout": 10}
-    assert SECRET not in admin_client.get(f"/admin/scrape/sink/{sink.id}/change/").content.decode()
+    assert SECRET not in admin_client.get(f"/admin/sinks/sink/{sink.id}/change/").content.decode()
 
 
 @pytest.mark.integration
@@ -157,7 +157,7 @@ def crawl_through_a_kill_and_refusals(receiver, site_server, workers, worker_env
     sink = http_sink(project, receiver.url)
     crash_dir = tmp_path / "crashes"
     # The extract worker's pool process is SIGKILLed once, after the receiver took a batch and before
-    # the batch was marked delivered (scrape/sinks/delivery.py _fault_after_write): the worst moment.
+    # the batch was marked delivered (sinks/delivery.py _fault_after_write): the worst moment.
     env = worker_env | {"CRAWLHUB_FAULT_SINK_CRASH_DIR": str(crash_dir), "CRAWL_SINK_LEASE_SECONDS": "3"}
     workers.env = env
     for stage in ("fetch", "extract"):
@@ -169,7 +169,7 @@ def crawl_through_a_kill_and_refusals(receiver, site_server, workers, worker_env
     admin = django_user_model.objects.create_superuser("root", password="not-used")
     console = Client()
     console.force_login(admin)
-    row = console.get("/admin/scrape/sink/").content.decode().split('class="field-name"', 1)[1]
+    row = console.get("/admin/sinks/sink/").content.decode().split('class="field-name"', 1)[1]
     assert "HTTP 500 from" in row.split("</tr>", 1)[0], "the console shows the sink failing"
 
     def delivered():

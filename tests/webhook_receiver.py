@@ -7,7 +7,7 @@ import json
 import threading
 import time
 
-from scrape.sinks.signing import signature_valid
+from sinks.signing import signature_valid
 from tests.servers import Site, SiteServer
 
 JSON = {"Content-Type": "application/json"}

@@ -11,7 +11,7 @@ from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from console.control import assets_retry
 from core.storage import object_url, open_object
-from media.models import MediaAsset
+from crawl.models import MediaAsset
 
 # Crawled bytes are served from the admin's origin: only types a browser shows without running
 # anything are sent inline, the rest as a download, all in a CSP sandbox.

@@ -8,10 +8,9 @@ from django.core.exceptions import ValidationError
 
 from console.access import projects_for
 from console.models import Job
-from crawl.models import Host, Page, Project, Seed
-from media.models import MediaAsset
+from crawl.models import Host, MediaAsset, Page, Project, Seed
 from scrape.models import Item, RuleSet
-from scrape.sinks.models import Sink
+from sinks.models import Sink
 
 from .serializers import MAX_ID, SLUG_PATTERN
 

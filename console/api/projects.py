@@ -20,8 +20,8 @@ from console.models import Job
 from console.selectors import project_errors, project_progress, stage_backlog
 from console.warc import warc_response
 from console.workers import stage_warnings
-from crawl.frontier.discovery import forget_scope
 from crawl.models import Project, Seed
+from crawl.policy import forget_scope
 from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import project_get_or_create, seeds_add
 

@@ -8,8 +8,7 @@ from rest_framework.response import Response
 
 from console import control
 from console.access import scoped
-from crawl.models import Page
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page
 from scrape.models import Item
 
 from . import serializers as s

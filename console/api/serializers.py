@@ -13,9 +13,8 @@ from console.access import may, projects_for, sees
 from console.exports import FIELDS, ExportFilter
 from console.secrets import MASK
 from core.storage import StorageUnavailable, object_url
-from crawl.models import Page, Project, Seed
+from crawl.models import MediaAsset, Page, Project, Seed
 from crawl.services.projects import project_named_alike, seed_problem
-from media.models import MediaAsset
 from scrape.models import Item
 
 from .fields import ApiConfigField, SecretMapField, SecretURLField

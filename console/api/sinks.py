@@ -10,8 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.access import NETWORK_SINK_KINDS, may, network_refusal
-from scrape.sinks.delivery import sink_counts, sink_retry
-from scrape.sinks.models import Sink
+from sinks.delivery import sink_counts, sink_retry
+from sinks.models import Sink
 
 from . import serializers as s
 from .fields import SinkConfigField
@@ -53,7 +53,7 @@ class SinkViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     or changing one needs the network settings permission."""
 
     queryset = Sink.objects.select_related("project").order_by("id")
-    action_permissions = read_write("sink", app="scrape") | {"retry_failed": "console.run_project"}
+    action_permissions = read_write("sink", app="sinks") | {"retry_failed": "console.run_project"}
     serializer_class = SinkSerializer
     filterset_class = SinkFilter
     lookup_value_regex = s.ID_PATTERN

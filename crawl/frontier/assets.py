@@ -1,5 +1,5 @@
-"""Transitions of media asset rows: insert, claim, finish by verdict, retry; and the pages that
-waited for them."""
+"""Transitions of media asset rows: link to the pages that reference them, insert, claim, finish by
+verdict, retry; and the pages that waited for them."""
 
 import uuid
 from datetime import datetime
@@ -10,7 +10,9 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from core.batchsql import chunked, insert_new
-from crawl.models import Page
+from core.canonical import InvalidURL, canonicalize, host_in_domains, host_of, url_key
+from crawl.models import MediaAsset, Page, PageAsset, Project
+from crawl.policy import project_media_rules, project_scope
 
 from . import stages
 from .fair import fair_rows, project_weights
@@ -22,16 +24,51 @@ from .wakeups import waiting_until, wakeups_group
 CHUNK = 500
 
 
-def _assets():
-    from media.models import MediaAsset  # the media app sits above crawl: no import at load time
+def assets_link_many(*, project: Project, refs_by_page: dict[int, list[tuple[str, str]]]) -> set[int]:
+    """Record pages' media: one asset row per URL (new ones are queued for download), one link
+    row per page and asset. Returns the ids of pages with an asset still pending.
+    Inserts go in key order so concurrent batches take index locks in the same order.
+    """
+    assets, keys_by_page = _wanted_assets(project, refs_by_page)
+    if not assets:
+        return set()
+    assets_insert([assets[k] for k in sorted(assets)])
+    rows = MediaAsset.objects.filter(project=project, url_key__in=assets.keys()).values_list("url_key", "id", "state")
+    known = {key: (asset_id, state) for key, asset_id, state in rows}
+    links = sorted((pid, known[k][0]) for pid, keys in keys_by_page.items() for k in keys)
+    PageAsset.objects.bulk_create([PageAsset(page_id=p, asset_id=a) for p, a in links], ignore_conflicts=True)
+    return {pid for pid, keys in keys_by_page.items() if any(known[k][1] in stages.ASSET_PENDING_STATES for k in keys)}
 
-    return MediaAsset
+
+def _wanted_assets(project, refs_by_page) -> tuple[dict[str, MediaAsset], dict[int, set[str]]]:
+    rules, domains = project_media_rules(project), project_scope(project).domains
+    assets: dict[str, MediaAsset] = {}
+    keys_by_page: dict[int, set[str]] = {}
+    for page_id, refs in refs_by_page.items():
+        for raw, kind in refs:
+            try:
+                canonical = canonicalize(raw)
+            except InvalidURL:
+                continue
+            explicit = kind == "download"  # an ID scraper's job: the project's own rule asked for it
+            offsite = domains and not host_in_domains(host_of(canonical), domains)
+            if not explicit and ((offsite and not rules.any_host) or not rules.wants(canonical, kind)):
+                continue
+            kind = "file" if explicit else kind
+            key = url_key(canonical)
+            downloader = rules.downloader_for(canonical)
+            assets.setdefault(
+                key,
+                MediaAsset(project=project, url=canonical, url_key=key, kind=kind, downloader=downloader),
+            )
+            keys_by_page.setdefault(page_id, set()).add(key)
+    return assets, keys_by_page
 
 
 def assets_insert(rows: list, *, done: bool = False) -> list[int]:
     """Insert new asset rows (in key order) queued for download, published after the commit; or,
     `done`, rows already stored (the files of a gallery). Returns the ids of the rows inserted."""
-    model, now = _assets(), timezone.now()
+    model, now = MediaAsset, timezone.now()
     for row in rows:
         row.state = model.State.DONE if done else model.State.QUEUED
         row.enqueued_at, row.next_fetch_at = (None if done else now), now
@@ -50,7 +87,7 @@ def assets_ready(*, limit: int) -> list[tuple[int, int, str]]:
 
 
 def _due_rows(project_id: int, offset: int, count: int) -> list[tuple[int, int, str]]:
-    model = _assets()
+    model = MediaAsset
     rows = model.objects.select_for_update(skip_locked=True, of=("self",)).filter(
         project_id=project_id, state=model.State.QUEUED, suspect=False, next_fetch_at__lte=timezone.now()
     )
@@ -59,7 +96,7 @@ def _due_rows(project_id: int, offset: int, count: int) -> list[tuple[int, int, 
 
 def assets_next_due() -> datetime | None:
     """When the earliest queued asset is due (None: none waits): one index probe per project."""
-    model, first = _assets(), None
+    model, first = MediaAsset, None
     for project_id in project_weights():
         waiting = model.objects.filter(project_id=project_id, state=model.State.QUEUED, suspect=False)
         due = waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
@@ -80,7 +117,7 @@ def assets_wait(starts: dict[int, datetime]) -> int:
     """Queued assets whose host cannot take them now wait for the start time each was given (their
     host's next free slots): no claim looks at them before then. A wait too long for a wake-up
     message has no `enqueued_at`: the reaper hands it out once due. Returns rows changed."""
-    model, now = _assets(), timezone.now()
+    model, now = MediaAsset, timezone.now()
     rows = [model(id=i, **waiting_until(at, now)) for i, at in starts.items()]
     return model.objects.bulk_update(rows, ["next_fetch_at", "enqueued_at"])
 
@@ -103,7 +140,7 @@ def assets_claim(asset_ids: list[int], *, worker: str = "", token: uuid.UUID | N
     """Lease the due queued assets among asset_ids in the name of `worker`, under `token` when given
     (the host capacity booked for them is held under it); an expired lease goes back through the
     reaper."""
-    model, now = _assets(), timezone.now()
+    model, now = MediaAsset, timezone.now()
     claimable = Q(state=model.State.QUEUED, next_fetch_at__lte=now)
     holder = {"downloaded_by": lease_holder(worker)} if worker else {}
     return lease_claim(model, asset_ids, claimable=claimable, token=token, state=model.State.LEASED, **holder)
@@ -112,7 +149,7 @@ def assets_claim(asset_ids: list[int], *, worker: str = "", token: uuid.UUID | N
 def assets_finish(*, token: uuid.UUID, verdicts: list[tuple[object, Verdict]]) -> set[int]:
     """Write each asset's verdict while `token` still holds it; retries are woken when due, and the
     pages that waited only for these assets are done. Returns the ids written."""
-    model, now = _assets(), timezone.now()
+    model, now = MediaAsset, timezone.now()
     changes = {asset.id: _columns(model, asset, verdict, now) for asset, verdict in verdicts}
     written = lease_finish(model, token=token, from_state=model.State.LEASED, changes=changes)
     waiting = [(i, c["next_fetch_at"]) for i, c in changes.items() if i in written and c.get("enqueued_at")]
@@ -148,7 +185,7 @@ def _error_columns(model, asset, verdict: Verdict, now) -> dict:
 
 def assets_retry(assets) -> int:
     """Queue the failed assets of the queryset again, now, with fresh attempts. Returns assets queued."""
-    model, now = _assets(), timezone.now()
+    model, now = MediaAsset, timezone.now()
     ids = list(assets.filter(state=model.State.FAILED).values_list("id", flat=True))
     for chunk in chunked(ids, CHUNK):
         model.objects.filter(id__in=chunk, state=model.State.FAILED).update(
@@ -169,7 +206,7 @@ def assets_retry(assets) -> int:
 def assets_publish_owed(assets) -> int:
     """Publish the due queued assets of the queryset (start, resume): a wake-up for them all, the
     reaper's suspects one by one. Returns assets published."""
-    model, now = _assets(), timezone.now()
+    model, now = MediaAsset, timezone.now()
     rows = list(assets.filter(state=model.State.QUEUED, next_fetch_at__lte=now).values_list("id", "suspect"))
     for chunk in chunked(rows, CHUNK):
         model.objects.filter(id__in=[r[0] for r in chunk], state=model.State.QUEUED).update(enqueued_at=now)
@@ -180,7 +217,7 @@ def assets_publish_owed(assets) -> int:
 
 def pages_waiting_complete(*, asset_ids: list[int] | None = None, project_id: int | None = None) -> int:
     """Mark `extracted` pages done once none of their assets is pending (the page's last stage)."""
-    from media.models import PageAsset
+    from crawl.models import PageAsset
 
     pending = PageAsset.objects.filter(page=OuterRef("pk"), asset__state__in=stages.ASSET_PENDING_STATES)
     pages = Page.objects.exclude(Exists(pending))

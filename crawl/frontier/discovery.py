@@ -11,40 +11,17 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from core.batchsql import chunked, insert_new, insert_new_ids
-from core.canonical import InvalidURL, Scope, canonicalize, host_of, parse_lines, request_key, url_key
+from core.canonical import InvalidURL, canonicalize, host_of, request_key, url_key
 from crawl.models import Page, Project
+from crawl.policy import project_scope
 
 from . import stages
 from .known_urls import known_keys
 from .pages import DONE, pages_requeue
 from .verdicts import Link
 
-_SCOPE_CACHE: dict[int, tuple[float, Scope]] = {}
-SCOPE_CACHE_SECONDS = 30
 EXISTING_CHUNK = 500
 MAX_LINKED_URL = 2000
-
-
-def project_scope(project: Project) -> Scope:
-    """The project's scope; domains default to the hosts of its seeds (cached briefly per process)."""
-    cached = _SCOPE_CACHE.get(project.id)
-    if cached and time.monotonic() - cached[0] < SCOPE_CACHE_SECONDS:
-        return cached[1]
-    named = parse_lines(project.allowed_domains)
-    seeds = [] if named else list(project.seeds.values_list("url", flat=True))
-    scope = Scope.build(
-        domains=named or sorted({host_of(u) for u in seeds} - {""}),
-        max_depth=project.max_depth,
-        allow=parse_lines(project.allow_patterns),
-        deny=parse_lines(project.deny_patterns),
-        origins=seeds,  # the seeds' own scope keeps to their ports; named hosts allow every port
-    )
-    _SCOPE_CACHE[project.id] = (time.monotonic(), scope)
-    return scope
-
-
-def forget_scope(project_id: int) -> None:
-    _SCOPE_CACHE.pop(project_id, None)
 
 
 def pages_discover(*, project: Project, links: list[Link]) -> list[int]:

@@ -18,11 +18,11 @@ from django.db.models.functions import Greatest
 from django.dispatch import Signal
 from django.utils import timezone
 
-from crawl.models import HostLease, Page
-from media.downloading import clean_stale_temp
+from core.tempfiles import clean_stale_temp
+from crawl.models import HostLease, MediaAsset, Page
 
 from . import stages
-from .assets import _assets, assets_next_due, pages_waiting_complete
+from .assets import assets_next_due, pages_waiting_complete
 from .leases import lease_expired
 from .pages import pages_next_due
 from .upkeep import tables_upkeep
@@ -56,7 +56,7 @@ def reap(*, project_id: int | None = None) -> ReapReport:
     """One sweep; safe to run from any number of places at once."""
     report = ReapReport()
     scope = {} if project_id is None else {"project_id": project_id}
-    pages, assets = Page.objects.filter(**scope), _assets().objects.filter(**scope)
+    pages, assets = Page.objects.filter(**scope), MediaAsset.objects.filter(**scope)
     report.leases_abandoned = _expire_abandoned(pages, assets)
     for counts in (_expire_fetch_leases(pages), _expire_extract_leases(pages), _expire_asset_leases(assets)):
         report.leases_failed += counts[0]

@@ -7,18 +7,16 @@ lost one costs the next wake-up (the reaper books one when ready work waits), a 
 nothing.
 """
 
-from contextlib import contextmanager
-from contextvars import ContextVar
 from datetime import timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core.batchsql import chunked
-from crawlproject.celery import app
-
-FETCH, EXTRACT, DOWNLOAD, RENDER = "fetch", "extract", "download", "render"
+from crawlproject.jobcontext import CURRENT_JOB, job_scope
+from crawlproject.queues import DOWNLOAD, EXTRACT, FETCH, RENDER, STAGES
 
 # What each pending state still owes, declared once: the reaper, resume, counts, the dashboard and
 # the metrics read it from here.
@@ -28,29 +26,13 @@ PAGE_PENDING_STATES = tuple(PAGE_STAGE_OF_STATE)
 ASSET_PENDING_STATES = tuple(ASSET_STAGE_OF_STATE)
 
 
-# The job on whose behalf messages are published now: set by the console around the actions it
-# starts, and inside a task from its message's `job` argument, so the messages a task publishes carry
-# its job on (shown in Flower's arguments). Informational: a row's job is stamped from its project
-# when claimed.
-CURRENT_JOB: ContextVar[int | None] = ContextVar("crawlhub_job", default=None)
-
-
-@contextmanager
-def job_scope(job_id: int | None):
-    token = CURRENT_JOB.set(job_id)
-    try:
-        yield
-    finally:
-        CURRENT_JOB.reset(token)
-
-
-def _send(task_name: str, ids: list[int], batch: int, countdown: float) -> None:
+def _send(stage: str, ids: list[int], batch: int, countdown: float) -> None:
     options = {"countdown": countdown} if countdown > 0 else {}
     job = CURRENT_JOB.get()
     if job is not None:
         options["kwargs"] = {"job": job}
     for chunk in chunked(ids, batch):
-        app.send_task(task_name, args=[chunk], **options)
+        current_app.send_task(STAGES[stage].task, args=[chunk], **options)
 
 
 def publish_fetch(
@@ -75,21 +57,13 @@ def publish_fetch(
     render_ids = [pid for pid in page_ids if pid in rendered]
     plain_ids = [pid for pid in page_ids if pid not in rendered]
     if batch == 1:
-        _send("crawl.render_batch", render_ids, 1, countdown)
-        _send("crawl.fetch_batch", plain_ids, 1, countdown)
+        _send(RENDER, render_ids, 1, countdown)
+        _send(FETCH, plain_ids, 1, countdown)
         return
     if render_ids:
         wake_stage(RENDER, countdown=countdown)
     if plain_ids:
         wake_stage(FETCH, countdown=countdown)
-
-
-WAKE_TASKS = {
-    FETCH: "crawl.fetch_batch",
-    RENDER: "crawl.render_batch",
-    EXTRACT: "scrape.extract_batch",
-    DOWNLOAD: "media.download_batch",
-}
 
 
 def wake_stage(queue: str, *, countdown: float = 0.0) -> bool:
@@ -106,7 +80,7 @@ def wake_stage(queue: str, *, countdown: float = 0.0) -> bool:
     if not wakeup_book(queue, at, now):
         return False
     options = {"countdown": round(countdown, 2)} if countdown > 0 else {}
-    app.send_task(WAKE_TASKS[queue], args=[[]], kwargs={"wake": at.isoformat()}, **options)
+    current_app.send_task(STAGES[queue].task, args=[[]], kwargs={"wake": at.isoformat()}, **options)
     return True
 
 
@@ -115,7 +89,7 @@ def publish_extract(page_ids: list[int], *, batch: int | None = None) -> None:
     (scrape/services.py). `batch=1` is the reaper's: pages a dead worker held among others go out
     one id per message, claimed alone."""
     if batch == 1:
-        _send("scrape.extract_batch", list(page_ids), 1, 0.0)
+        _send(EXTRACT, list(page_ids), 1, 0.0)
     elif page_ids:
         wake_stage(EXTRACT)
 
@@ -124,7 +98,7 @@ def publish_download(asset_ids: list[int], *, countdown: float = 0.0, batch: int
     """Wake the download stage for these queued assets, now or in `countdown` seconds: it claims
     whatever is ready (media/services.py). `batch=1` is the reaper's, one id per message."""
     if batch == 1:
-        _send("media.download_batch", list(asset_ids), 1, countdown)
+        _send(DOWNLOAD, list(asset_ids), 1, countdown)
     elif asset_ids:
         wake_stage(DOWNLOAD, countdown=countdown)
 

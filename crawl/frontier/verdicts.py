@@ -10,6 +10,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
+from core.net.client import is_transient
+
+# Besides the network's transient errors (core.net.client.is_transient): a robots.txt that could not
+# be read, a host that asked us to wait, a storage that refused a write. Pages and assets alike.
+RETRYABLE = ("robots_unavailable", "host_backoff", "storage_error")
+
 
 @dataclass(frozen=True)
 class Link:
@@ -97,6 +103,14 @@ class Fail:
 
 
 Verdict = Fetched | Done | Retry | Postpone | Fail
+
+
+def retry_or_fail(code: str, message: str, fields: dict | None = None) -> Retry | Fail:
+    """The one retry classifier: transient errors are retried (the retry policy below decides when,
+    and when to stop); others fail now."""
+    if is_transient(code) or code in RETRYABLE:
+        return Retry(code, message, fields or {})
+    return Fail(code, message, fields or {})
 
 
 def error_columns(verdict: Retry | Postpone | Fail) -> dict:

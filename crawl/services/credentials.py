@@ -5,8 +5,8 @@ a URL) goes without them. Its proxy cannot be bound to hosts, so whoever may not
 settings may not point a project that holds secrets at another site."""
 
 from core.canonical import InvalidURL, canonicalize, host_in_domains, host_of
-from crawl.frontier.discovery import project_scope
 from crawl.models import Project
+from crawl.policy import project_scope
 
 
 def secrets_go_to(url: str, domains: tuple[str, ...]) -> bool:

@@ -10,7 +10,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from structlog.contextvars import bound_contextvars
@@ -18,7 +17,6 @@ from structlog.contextvars import bound_contextvars
 from core.canonical import host_of, origin_of
 from core.net.client import (
     SLOT_MISSED,
-    FetchLimits,
     FetchRequest,
     FetchResponse,
     RenderRequest,
@@ -37,12 +35,14 @@ from crawl.frontier.pages import (
     pages_wake_when_due,
 )
 from crawl.frontier.stages import FETCH, RENDER, job_scope, wake_stage
-from crawl.frontier.verdicts import Fetched, Postpone
+from crawl.frontier.verdicts import Fetched, Postpone, retry_or_fail
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
+from crawl.policy import allows_private, fetch_limits, user_agent_of
+from crawlproject.queues import STAGES
 
 from .credentials import project_secrets_for
-from .outcomes import failure, outcome
+from .outcomes import outcome
 from .politeness import (
     GRANT_AHEAD_SECONDS,
     SLOT_MARGIN,
@@ -68,23 +68,6 @@ IDLE_RETRY_SECONDS = 0.2
 LATE_SECONDS = SLOT_MARGIN * 0.8
 
 
-def fetch_limits() -> FetchLimits:
-    return FetchLimits(
-        connect_timeout=settings.CRAWL_CONNECT_TIMEOUT,
-        read_timeout=settings.CRAWL_READ_TIMEOUT,
-        total_timeout=settings.CRAWL_TOTAL_TIMEOUT,
-        max_bytes=settings.CRAWL_MAX_BODY_BYTES,
-    )
-
-
-def user_agent_of(project: Project) -> str:
-    return project.user_agent or settings.CRAWL_DEFAULT_USER_AGENT
-
-
-def allows_private(project: Project) -> bool:
-    return project.allow_private or settings.CRAWL_ALLOW_PRIVATE
-
-
 def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, wake: str | None = None) -> list[int]:
     """Claim the pages that are ready now across hosts and projects (in headless Chromium when
     `render`), fetch them all at once, and record each result; return the ids now `fetched` (the
@@ -102,7 +85,7 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
         fetched = session_run(worker)
         if fetched is not None:
             return fetched
-    limit = settings.CRAWL_RENDER_BATCH if render else settings.CRAWL_FETCH_BATCH
+    limit = STAGES[RENDER if render else FETCH].batch()
     token, pages, grants, full = claim_round(page_ids, limit, render, worker)
     if full:  # more may be ready: another worker process claims it while this one fetches
         wake_stage(queue)
@@ -189,7 +172,7 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
             if page.host in held and passing and page_never_given_up(page):  # monitored: it waits, free
                 verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
             else:
-                verdicts.append((page, failure(code, text, {"fetched_by": worker})))
+                verdicts.append((page, retry_or_fail(code, text, {"fetched_by": worker})))
         session = session_load(project) if allowed else None
         parts, blocked = _parts(project, allowed, grants, learned, session)
         fetch_round.parts += parts
@@ -389,7 +372,7 @@ def _parts(
     for page in pages:
         grant = grants[(page.host, project.id)]
         if grant.refused:
-            blocked.append((page, failure("host_blocked", grant.refused)))
+            blocked.append((page, retry_or_fail("host_blocked", grant.refused)))
             continue
         part = parts.setdefault(
             page.host, FetchPart(project=project, host=page.host, in_flight=grant.in_flight, session=session)

@@ -7,13 +7,11 @@ from datetime import datetime
 from django.db.models import F
 from django.utils import timezone
 
-from core.net.client import FetchResponse, is_transient
-from crawl.frontier.verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict
+from core.net.client import FetchResponse
+from crawl.frontier.verdicts import Done, Fetched, Postpone, Verdict, retry_or_fail
 from crawl.models import Page, Project
 
 from .freshness import revisit
-
-RETRYABLE_EXTRA = ("robots_unavailable", "host_backoff")
 
 
 def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None = None) -> Verdict:
@@ -32,7 +30,7 @@ def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None 
     if backoff_until is not None and (code in ("http_429", "http_503", "host_backoff")):
         return Postpone(code, message, backoff_until, base)
     if code:
-        return failure(code, message, base)
+        return retry_or_fail(code, message, base)
     body_sha256 = hashlib.sha256(response.body).hexdigest()
     if body_sha256 == page.content_sha256 and page.itag == rules_stamp(page.project) and page.fetch_count:
         return Done(base, revisit_seconds=revisit(page.project, page, changed=False))  # same bytes, same rules
@@ -45,14 +43,6 @@ def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None 
             "last_modified": response.headers.get("last-modified", "")[:100],
         }
     )
-
-
-def failure(code: str, message: str, fields: dict | None = None) -> Verdict:
-    """Transient errors are retried (the frontier's retry policy decides when, and when to stop);
-    others fail now."""
-    if is_transient(code) or code in RETRYABLE_EXTRA:
-        return Retry(code, message, fields or {})
-    return Fail(code, message, fields or {})
 
 
 def error_of(response: FetchResponse) -> tuple[str, str]:

@@ -11,9 +11,10 @@ from django.utils.text import slugify
 
 from core.canonical import InvalidURL, canonicalize, host_in_domains, host_of, url_key
 from core.net.guard import BlockedAddress, check_addresses, getaddrinfo
-from crawl.frontier.discovery import forget_scope, project_scope, seeds_enqueue
+from crawl.frontier.discovery import seeds_enqueue
 from crawl.frontier.pages import pages_requeue
 from crawl.models import Page, Project, Seed
+from crawl.policy import forget_scope, project_scope
 
 log = logging.getLogger("crawlhub.projects")
 

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
 from crawl.models import Project
+from crawlproject.queues import FETCH, STAGES
 
 
 def task_name(project: Project) -> str:
@@ -41,7 +42,7 @@ def schedule_sync(project: Project) -> PeriodicTask | None:
         "enabled": project.status != Project.Status.PAUSED,
         "interval": when if isinstance(when, IntervalSchedule) else None,
         "crontab": when if isinstance(when, CrontabSchedule) else None,
-        "queue": "fetch",
+        "queue": STAGES[FETCH].queue,
         "expire_seconds": 60,  # a tick that waited a minute in the queue is skipped, not run late
     }
     task, _ = PeriodicTask.objects.update_or_create(name=name, defaults=defaults)

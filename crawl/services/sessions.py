@@ -18,8 +18,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.canonical import host_in_domains
-from crawl.frontier.discovery import project_scope
 from crawl.models import Project, SessionCookie
+from crawl.policy import project_scope
 
 from .credentials import secrets_go_to
 

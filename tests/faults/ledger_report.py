@@ -16,9 +16,8 @@ def report(slug: str) -> dict:
     from django.db import connection
 
     from core.storage import list_keys, open_object
-    from crawl.models import Page, Project
-    from media.downloading import temp_dir
-    from media.models import MediaAsset
+    from core.tempfiles import temp_dir
+    from crawl.models import MediaAsset, Page, Project
 
     project = Project.objects.get(slug=slug)
     pages = list(

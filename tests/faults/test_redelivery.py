@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl.models import Page
+from crawl.models import MediaAsset, Page
 from crawlproject.celery import app
-from media.models import MediaAsset
 from scrape.models import Item
 from tests.faults.harness import TIMEOUT, FaultCrawl, assert_queues_drain, site_of
 

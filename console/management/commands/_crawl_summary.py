@@ -8,7 +8,7 @@ from console.jobs import job_counts
 from console.models import Job
 from console.selectors import project_progress, retrying_text
 from crawl.models import Page, Project
-from scrape.sinks.delivery import project_sink_counts
+from sinks.delivery import project_sink_counts
 
 WORK_DONE = ("pages_done", "pages_failed", "assets_done", "assets_failed")
 

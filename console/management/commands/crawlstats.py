@@ -14,8 +14,7 @@ from rich.table import Table
 
 from console.management.commands._project import project_arg
 from console.selectors import project_errors, project_progress, stage_backlog
-from crawl.models import Page, Project
-from media.models import MediaAsset
+from crawl.models import MediaAsset, Page, Project
 
 PAGE_STATES = Page.State.values
 ASSET_STATES = MediaAsset.State.values

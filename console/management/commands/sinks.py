@@ -7,8 +7,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from console.management.commands._project import project_arg
-from scrape.sinks.delivery import sink_counts, sink_retry
-from scrape.sinks.models import Sink
+from sinks.delivery import sink_counts, sink_retry
+from sinks.models import Sink
 
 
 class Command(BaseCommand):

@@ -5,10 +5,12 @@ key, so a sink gets every change once and a redelivery never twice."""
 from .delivery import content_hash, record_key, sinks_active, sinks_offer
 
 
-def results_offer(project, results, *, clean=lambda value: value) -> int:
-    """Offer the items and page records of extracted pages (scrape/services.py, in its transaction);
+def results_offer(sender, *, results, clean=lambda value: value, **kwargs) -> int:
+    """Offer the items and page records of extracted pages (crawl.results.pages_extracted, sent by
+    the extract stage in its transaction; `sender` is the project);
     `clean` makes values storable (the extract stage's JSONB sanitiser). Nothing is built for a
     project without sinks."""
+    project = sender
     sinks = sinks_active(project.id)
     if not sinks:
         return 0
@@ -48,8 +50,10 @@ def results_offer(project, results, *, clean=lambda value: value) -> int:
     return sinks_offer(project.id, records, sinks=sinks)
 
 
-def assets_offer(project_id: int, assets) -> int:
-    """Offer stored media assets (media/services.py, when they are done)."""
+def assets_offer(sender, *, assets, **kwargs) -> int:
+    """Offer stored media assets (crawl.results.assets_stored, sent by the download stage when they
+    are done; `sender` is the project's id)."""
+    project_id = sender
     records = [
         {
             "key": record_key("asset", asset.sha256 or content_hash(asset.url), content_hash(asset.url)),

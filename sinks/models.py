@@ -27,6 +27,7 @@ class Sink(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "scrape_sink"
         constraints = [models.UniqueConstraint(fields=["project", "name"], name="uniq_sink_project_name")]
 
     def __str__(self) -> str:
@@ -64,6 +65,7 @@ class SinkDelivery(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        db_table = "scrape_sinkdelivery"
         constraints = [models.UniqueConstraint(fields=["sink", "key"], name="uniq_delivery_sink_key")]
         indexes = [
             models.Index(

@@ -14,7 +14,7 @@ import httpx
 from django.core.exceptions import ValidationError
 
 from core.net.egress import EGRESS_HEADER, egress_url
-from crawl.services.fetching import allows_private
+from crawl.policy import allows_private
 
 from .signing import MIN_SECRET_LENGTH, signed_headers
 

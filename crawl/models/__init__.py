@@ -7,8 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .querysets import PageQuerySet
-from .validators import extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
+from crawl.querysets import PageQuerySet
+from crawl.validators import extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
 
 
 def default_max_depth() -> int | None:
@@ -528,3 +528,6 @@ class PageVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.page_id} @ {self.fetched_at:%Y-%m-%d %H:%M:%S}"
+
+
+from crawl.models.assets import MediaAsset, PageAsset  # noqa: E402, F401 - the frontier's second entity

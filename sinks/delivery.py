@@ -13,13 +13,13 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from core.batchsql import insert_new
-from crawlproject.celery import app
 
 from .kinds import writer_for
 from .models import Sink, SinkDelivery
@@ -66,7 +66,7 @@ def sinks_offer(project_id: int, records: list[dict], *, sinks: list[dict] | Non
 def _publish(sink_id: int) -> None:
     """Wake the sink's delivery now. Retries carry no message: their time is in the rows
     (`next_at`), and beat's sinks tick wakes them when due."""
-    app.send_task("scrape.deliver", args=[sink_id])
+    current_app.send_task("scrape.deliver", args=[sink_id])
 
 
 def sink_deliver(sink_id: int) -> int:
