@@ -7,7 +7,7 @@ ARGS ?=
 PYTEST_ARGS ?=
 PORT ?= 8000
 
-.PHONY: help install install-dev install-web migrate crawl serve test faults bench lint format worker-fetch worker-extract worker-download beat flower services system-deps clean
+.PHONY: help install install-dev install-web migrate crawl serve test faults bench lint format worker-fetch worker-extract worker-download worker-render beat flower services system-deps clean
 
 help:
 	@echo "make crawl URL=https://example.com/ [ARGS='--max-pages 100']   crawl on the embedded default (SQLite, no servers)"
@@ -15,7 +15,7 @@ help:
 	@echo "make serve [PORT=8000]                                         the console (admin, overview, API) with its workers and beat"
 	@echo "make faults                                                    the fault-injection suite, with its ledger table"
 	@echo "make bench                                                     throughput beside the Scrapy peer (bench/README.md)"
-	@echo "make worker-fetch | worker-extract | worker-download | beat    distributed processes (set DATABASE_URL, CELERY_BROKER_URL)"
+	@echo "make worker-fetch | worker-extract | worker-download | worker-render | beat    distributed processes (set DATABASE_URL, CELERY_BROKER_URL)"
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -87,6 +87,8 @@ worker-extract: install
 	$(BIN)/celery -A crawlproject worker -Q extract,control -n extract@%h -l INFO
 worker-download: install
 	$(BIN)/celery -A crawlproject worker -Q download,control -n download@%h -l INFO
+worker-render: install
+	$(BIN)/celery -A crawlproject worker -Q render,control -n render@%h -c 1 -l INFO
 beat: install
 	$(BIN)/celery -A crawlproject beat -l INFO
 flower: install

@@ -37,7 +37,7 @@ from crawl.frontier import discovery  # noqa: E402
 from crawl.frontier.known_urls import KnownKeys  # noqa: E402
 from crawl.frontier.verdicts import Link  # noqa: E402
 from scrape import extractors  # noqa: E402
-from scrape.decide import _fingerprints, _page_item  # noqa: E402
+from scrape.extraction import _fingerprints, _page_item  # noqa: E402
 from scrape.services import _jsonb_safe  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:18090"

@@ -112,7 +112,7 @@ def host_unblock(*, host: str) -> int:
 
 
 def _sync_schedule(project: Project) -> None:
-    from crawl.services.schedules import schedule_sync
+    from crawl.services.recrawl_schedules import schedule_sync
 
     schedule_sync(project)
 

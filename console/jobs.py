@@ -21,7 +21,7 @@ from console.jobreads import (  # noqa: F401 - the reads of a job, used through 
 )
 from console.models import Job
 from core.canonical import InvalidURL, canonicalize, url_key
-from crawl.frontier.schedule import pages_dispatch
+from crawl.frontier.recrawl import pages_dispatch
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job_scope
 from crawl.models import MediaAsset, Page, Project
 from crawl.services.projects import seeds_retry_failed

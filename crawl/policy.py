@@ -1,14 +1,18 @@
 """Project policy the stages share: identity (user agent), reach (private addresses, scope), limits
 and media rules. The fetch, extract and download stages and the console read them here."""
 
-import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.conf import settings
+from django.utils import timezone
 
 from core.canonical import Scope, host_of, parse_lines
 from core.mediarules import MediaRules
 from core.net.client import FetchLimits
 from crawl.models import Project
+
+T = TypeVar("T")
 
 
 def fetch_limits() -> FetchLimits:
@@ -28,15 +32,40 @@ def allows_private(project: Project) -> bool:
     return project.allow_private or settings.CRAWL_ALLOW_PRIVATE
 
 
-_RULES: dict[int, tuple[float, MediaRules]] = {}
+# One per-process cache of what is derived from a project's configuration, keyed by its change stamp
+# (its settings and seeds: config_changed_at; its rule sets: rules_changed_at). A stage reads each
+# project's row at every claim, so an edit in the admin, the API or a command takes effect at every
+# worker's next batch, whatever the field.
+_SNAPSHOTS: dict[tuple[int, str], tuple[tuple, object]] = {}
+
+
+def project_snapshot(project: Project, name: str, build: Callable[[Project], T]) -> T:
+    """`build(project)`, computed once per change of the project's configuration in this process."""
+    if project.id is None:  # an unsaved project (the try-URL debugger's ad-hoc trial): nothing to keep
+        return build(project)
+    stamp = (project.config_changed_at, project.rules_changed_at)
+    cached = _SNAPSHOTS.get((project.id, name))
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    value = build(project)
+    _SNAPSHOTS[(project.id, name)] = (stamp, value)
+    return value
+
+
+def project_config_changed(project: Project) -> None:
+    """Move the project's change stamp (its row and this copy) after a change its save did not make:
+    seeds added in bulk, or deleted."""
+    project.config_changed_at = timezone.now()
+    Project.objects.filter(id=project.id).update(config_changed_at=project.config_changed_at)
 
 
 def project_media_rules(project: Project) -> MediaRules:
-    """The project's media rules (cached briefly per process, like its scope)."""
-    cached = _RULES.get(project.id)
-    if cached and time.monotonic() - cached[0] < 30:
-        return cached[1]
-    rules = MediaRules.build(
+    """The project's media rules."""
+    return project_snapshot(project, "media_rules", _media_rules)
+
+
+def _media_rules(project: Project) -> MediaRules:
+    return MediaRules.build(
         kinds=project.media_kinds.split(","),
         extensions=parse_lines(project.media_extensions),
         mime_types=parse_lines(project.media_mime_types),
@@ -45,31 +74,20 @@ def project_media_rules(project: Project) -> MediaRules:
         max_bytes=project.media_max_bytes or settings.CRAWL_MAX_MEDIA_BYTES,
         any_host=project.media_any_host,
     )
-    _RULES[project.id] = (time.monotonic(), rules)
-    return rules
-
-
-_SCOPE_CACHE: dict[int, tuple[float, Scope]] = {}
-SCOPE_CACHE_SECONDS = 30
 
 
 def project_scope(project: Project) -> Scope:
-    """The project's scope; domains default to the hosts of its seeds (cached briefly per process)."""
-    cached = _SCOPE_CACHE.get(project.id)
-    if cached and time.monotonic() - cached[0] < SCOPE_CACHE_SECONDS:
-        return cached[1]
+    """The project's scope; domains default to the hosts of its seeds."""
+    return project_snapshot(project, "scope", _scope)
+
+
+def _scope(project: Project) -> Scope:
     named = parse_lines(project.allowed_domains)
     seeds = [] if named else list(project.seeds.values_list("url", flat=True))
-    scope = Scope.build(
+    return Scope.build(
         domains=named or sorted({host_of(u) for u in seeds} - {""}),
         max_depth=project.max_depth,
         allow=parse_lines(project.allow_patterns),
         deny=parse_lines(project.deny_patterns),
         origins=seeds,  # the seeds' own scope keeps to their ports; named hosts allow every port
     )
-    _SCOPE_CACHE[project.id] = (time.monotonic(), scope)
-    return scope
-
-
-def forget_scope(project_id: int) -> None:
-    _SCOPE_CACHE.pop(project_id, None)

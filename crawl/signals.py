@@ -3,10 +3,11 @@ revisits with the projects' revisit settings; and the pipeline's one signal to w
 
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import Signal, receiver
+from django.utils import timezone
 
-from crawl.frontier.schedule import pages_reschedule
-from crawl.models import Project
-from crawl.services.schedules import schedule_sync, task_name
+from crawl.frontier.recrawl import pages_reschedule
+from crawl.models import Project, Seed
+from crawl.services.recrawl_schedules import schedule_sync, task_name
 
 # Sent by beat's recrawl tick inside its transaction when pages of a project are due, before they
 # are queued (kwargs: project_id). A receiver may answer with the id of the job they run as (the
@@ -34,6 +35,13 @@ def project_saved(sender, instance: Project, update_fields=None, **kwargs) -> No
     if update_fields is not None and not SCHEDULE_FIELDS & set(update_fields):
         return  # a save of other fields (say, the token bucket) leaves beat alone
     schedule_sync(instance)
+
+
+@receiver(post_save, sender=Seed)
+@receiver(post_delete, sender=Seed)
+def seed_changed(sender, instance: Seed, **kwargs) -> None:
+    """A seed is configuration (it makes the default scope): its project's change stamp moves."""
+    Project.objects.filter(id=instance.project_id).update(config_changed_at=timezone.now())
 
 
 @receiver(post_delete, sender=Project)

@@ -6,10 +6,10 @@ from celery import shared_task
 from django.db import transaction
 
 from crawl.frontier.reaper import reap
-from crawl.frontier.schedule import pages_dispatch, pages_recrawl_all, tick_owes
+from crawl.frontier.recrawl import pages_dispatch, pages_recrawl_all, tick_owes
 from crawl.frontier.stages import job_scope
 from crawl.models import Project
-from crawl.services.fetching import pages_fetch
+from crawl.services.fetch_stage import pages_fetch
 from crawl.signals import recrawl_due
 from crawlproject.queues import FETCH, RENDER, STAGES
 

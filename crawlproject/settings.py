@@ -145,7 +145,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    # JSON nested past the recursion limit is a 400 (crawl/api/parsers.py), not a 500.
+    # JSON nested past the recursion limit is a 400 (console/api/parsers.py), not a 500.
     "DEFAULT_PARSER_CLASSES": [
         "console.api.parsers.JSONBodyParser",
         "rest_framework.parsers.FormParser",

@@ -18,10 +18,10 @@ from crawl.frontier.wakeups import wakeup_taken
 from crawl.results import assets_stored
 from crawl.services.politeness import hosts_release
 from crawlproject.queues import STAGES
+from media.claims import IDLE_RETRY_SECONDS, assets_claim_round, hosts_record_answers
+from media.downloaders.http import Download
+from media.transfers import Fetched, download_assets
 
-from .claiming import IDLE_RETRY_SECONDS, assets_claim_round, hosts_record_answers
-from .downloader import Download
-from .downloading import Fetched, download_assets
 from .models import MediaAsset, PageAsset
 
 log = logging.getLogger("crawlhub.media")
@@ -30,7 +30,7 @@ log = logging.getLogger("crawlhub.media")
 def assets_download(*, asset_ids: list[int], worker: str = "", wake: str | None = None) -> list[int]:
     """Download the claimable assets among asset_ids, or, `asset_ids` empty (a wake-up booked for
     `wake`, an ISO time), the assets ready now across projects and hosts, each at its host's slot
-    (media/claiming.py), into storage; return the ids finished. The stage's next wake-up is booked
+    (media/claims.py), into storage; return the ids finished. The stage's next wake-up is booked
     for when its next asset is due.
 
     Bytes go to a temp file, then to storage under their sha256, and only then is the row marked

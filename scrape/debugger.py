@@ -14,13 +14,13 @@ from core.net.client import FetchResponse, fetch, runner
 from crawl.frontier.discovery import existing_keys, seed_request, within_budget, within_host_budgets
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from crawl.policy import allows_private, fetch_limits, forget_scope, project_scope, user_agent_of
-from crawl.services.fetching import build_request, render_request
+from crawl.policy import allows_private, fetch_limits, project_scope, user_agent_of
+from crawl.services.fetch_stage import build_request, render_request
 from crawl.services.rendering import render_page
 from crawl.services.robots_cache import robots_policies
 from crawl.services.sessions import session_load
+from scrape.extraction import PageResult, extract_page, extraction_fields
 
-from .decide import PageResult, extract_page, extraction_fields
 from .extractors import media_kind_of
 from .rules import RuleError, compile_css, compile_xpath, match_texts, parse_html
 
@@ -229,11 +229,10 @@ def link_fates(project: Project, result: PageResult) -> list[LinkFate]:
 
 
 def _scope_of(project: Project, page_url: str) -> Scope:
-    """The project's scope as its workers will have it (not this process's cached copy); an ad-hoc
+    """The project's scope as its workers will have it (at its current change stamp); an ad-hoc
     trial's only seed is the tried URL, so its domain is that URL's host."""
     if project.pk is None:
         return Scope.build(domains=[host_of(page_url)])
-    forget_scope(project.id)
     return project_scope(project)
 
 

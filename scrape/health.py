@@ -5,8 +5,7 @@ them hold each watched field (the required ones, or every field when none is req
 from collections import Counter
 
 from crawl.health import health_count
-
-from .decide import PageResult, project_rule_sets
+from scrape.extraction import PageResult, project_rule_sets
 
 EMPTY = (None, "", [], {})
 

@@ -1,4 +1,4 @@
-"""The extract stage: claim fetched pages, extract them (scrape/decide.py), then in one short
+"""The extract stage: claim fetched pages, extract them (scrape/extraction.py), then in one short
 transaction insert what was discovered (sorted, so concurrent batches cannot deadlock), store the
 items and hand each page's verdict to the frontier. A row the database refuses is failed alone:
 its batch-mates are written one by one."""
@@ -33,8 +33,8 @@ from crawl.results import pages_extracted
 from crawl.services.freshness import revisit, versions_record
 from crawl.services.outcomes import rules_stamp
 from crawlproject.queues import STAGES
+from scrape.extraction import PageResult, extract_page
 
-from .decide import PageResult, extract_page
 from .health import extracted_count
 from .models import HandlerLog, Item
 

@@ -16,10 +16,11 @@ from pathlib import Path
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from core.batchsql import insert_new
+from crawl.frontier.leases import lease_expired, lease_release, lease_take
 
 from .kinds import writer_for
 from .models import Sink, SinkDelivery
@@ -86,9 +87,7 @@ def sink_deliver(sink_id: int) -> int:
             _failed(sink, token, rows, exc)
             return delivered
         _fault_after_write(sink)
-        delivered += SinkDelivery.objects.filter(lease_token=token, state=LEASED).update(
-            state=DONE, lease_token=None, lease_expires_at=None, error=""
-        )
+        delivered += lease_release(SinkDelivery.objects.filter(lease_token=token, state=LEASED), state=DONE, error="")
     _publish(sink.id)  # more is owed: a fresh task, so other sinks' tasks get their turn
     return delivered
 
@@ -98,19 +97,14 @@ def _claim(sink: Sink) -> tuple[uuid.UUID, str, list[SinkDelivery]]:
     name, else up to CRAWL_SINK_BATCH fresh records under a new name."""
     token, now = uuid.uuid4(), timezone.now()
     due = SinkDelivery.objects.filter(sink=sink, state=PENDING, next_at__lte=now)
-    lease = {
-        "state": LEASED,
-        "lease_token": token,
-        "lease_expires_at": now + timedelta(seconds=settings.CRAWL_SINK_LEASE_SECONDS),
-        "attempts": F("attempts") + 1,
-    }
+    lease = {"token": token, "seconds": settings.CRAWL_SINK_LEASE_SECONDS, "state": LEASED}
     batch = due.exclude(batch="").order_by("id").values_list("batch", flat=True).first()
     if batch:
-        due.filter(batch=batch).update(**lease)
+        lease_take(due.filter(batch=batch), **lease)
     else:
         batch = uuid.uuid4().hex[:16]
         ids = list(due.filter(batch="").order_by("id").values_list("id", flat=True)[: settings.CRAWL_SINK_BATCH])
-        due.filter(id__in=ids, batch="").update(batch=batch, **lease)
+        lease_take(due.filter(id__in=ids, batch=""), batch=batch, **lease)
     rows = list(SinkDelivery.objects.filter(lease_token=token).order_by("id"))
     return token, batch, rows
 
@@ -121,11 +115,11 @@ def _failed(sink: Sink, token: uuid.UUID, rows: list[SinkDelivery], exc: Excepti
     log.warning("sink %s (%s) failed on %d records: %s", sink.name, sink.kind, len(rows), error)
     leased = SinkDelivery.objects.filter(lease_token=token, state=LEASED)
     if attempts >= settings.CRAWL_SINK_MAX_ATTEMPTS:
-        leased.update(state=FAILED, lease_token=None, lease_expires_at=None, error=error)
+        lease_release(leased, state=FAILED, error=error)
         return
     wait = min(2.0**attempts, settings.CRAWL_SINK_MAX_BACKOFF_SECONDS)
     due = timezone.now() + timedelta(seconds=wait)
-    leased.update(state=PENDING, lease_token=None, lease_expires_at=None, next_at=due, error=error)
+    lease_release(leased, state=PENDING, next_at=due, error=error)
 
 
 def _fault_after_write(sink: Sink) -> None:
@@ -146,12 +140,10 @@ def sinks_tick() -> dict[str, int]:
     """Batches whose lease expired (their worker died) become due again, whole; every sink with due
     records is woken. Beat runs it; so does the crawl command."""
     now = timezone.now()
-    expired = SinkDelivery.objects.filter(state=LEASED, lease_expires_at__lt=now)
+    expired = SinkDelivery.objects.filter(lease_expired(now), state=LEASED)
     spent = Q(attempts__gte=settings.CRAWL_SINK_MAX_ATTEMPTS)
-    failed = expired.filter(spent).update(
-        state=FAILED, lease_token=None, lease_expires_at=None, error="the worker died delivering it, every attempt"
-    )
-    returned = expired.exclude(spent).update(state=PENDING, lease_token=None, lease_expires_at=None, next_at=now)
+    failed = lease_release(expired.filter(spent), state=FAILED, error="the worker died delivering it, every attempt")
+    returned = lease_release(expired.exclude(spent), state=PENDING, next_at=now)
     due = SinkDelivery.objects.filter(state=PENDING, next_at__lte=now)
     sink_ids = list(due.values_list("sink_id", flat=True).distinct().order_by())
     for sink_id in sink_ids:

@@ -7,7 +7,7 @@ import pytest
 
 from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create
-from scrape.decide import extract_page
+from scrape.extraction import extract_page
 from scrape.models import Item, RuleSet
 from tests.servers import Site, SiteServer
 

@@ -16,7 +16,7 @@ from console.selectors import project_progress
 from core.canonical import parse_lines
 from crawl.models import Page, PageContent, Project
 from crawl.policy import project_scope
-from scrape.decide import extract_page
+from scrape.extraction import extract_page
 from scrape.extractors import extract_html
 from scrape.models import Item, RuleSet
 from scrape.rules import RuleError

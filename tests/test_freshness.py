@@ -15,10 +15,10 @@ from django_celery_beat.models import PeriodicTask
 
 from console.control import pages_recrawl
 from crawl.frontier.discovery import pages_discover
-from crawl.frontier.schedule import pages_dispatch
+from crawl.frontier.recrawl import pages_dispatch
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, PageVersion
-from crawl.services.fetching import pages_fetch
+from crawl.services.fetch_stage import pages_fetch
 from crawl.services.freshness import revisit
 from crawl.services.projects import project_get_or_create, seeds_add
 from scrape.services import pages_extract
@@ -163,7 +163,7 @@ def test_only_the_frontier_sets_countdowns_and_they_stay_short():
 
 
 def test_a_shorter_hub_interval_reschedules_the_pages_already_waiting(project):
-    from crawl.services.schedules import task_name
+    from crawl.services.recrawl_schedules import task_name
 
     now = timezone.now()
     fetched = now - timedelta(minutes=10)

@@ -19,8 +19,8 @@ from crawl.frontier.pages import pages_claim_for_fetch, pages_finish, pages_read
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import FETCH
 from crawl.frontier.verdicts import Fetched, Link
-from crawl.models import HostLease, MediaAsset, Page, PageAsset, StageWakeup
-from crawl.policy import forget_scope
+from crawl.models import HostLease, MediaAsset, Page, PageAsset, Project, Seed, StageWakeup
+from crawl.policy import project_media_rules, project_scope
 from crawl.services.projects import project_get_or_create, seeds_add
 
 
@@ -48,11 +48,36 @@ def test_it_inserts_each_canonical_url_once_and_returns_only_new_rows(project):
     assert Page.objects.filter(project=project).count() == 1 + 5 + 1
 
 
+def test_an_edit_anywhere_is_seen_at_the_next_batch_by_every_derived_setting(project):
+    """Scope and media rules are kept per process until the project's change stamp moves: a save of
+    its settings (admin, API, command) or a change of its seeds moves it; the counters the pipeline
+    writes do not."""
+    Seed.objects.filter(project=project).delete()
+    seeds_add(project=project, urls=["https://a.test/"])
+    batch = Project.objects.get(id=project.id)  # what a stage's claim reads
+    assert project_scope(batch).domains == ("a.test",)
+    assert "image" in project_media_rules(batch).kinds
+
+    stamp = batch.config_changed_at
+    Project.objects.get(id=project.id).save(update_fields=["page_count"])
+    assert Project.objects.get(id=project.id).config_changed_at == stamp, "bookkeeping is no change"
+
+    edited = Project.objects.get(id=project.id)  # the admin's form saves a copy of its own
+    edited.media_kinds = "video"
+    edited.save()
+    Seed.objects.create(project=project, url="https://b.test/")
+    batch = Project.objects.get(id=project.id)
+    assert project_scope(batch).domains == ("a.test", "b.test")
+    assert project_media_rules(batch).kinds == frozenset({"video"})
+
+    Seed.objects.get(project=project, url="https://b.test/").delete()
+    assert project_scope(Project.objects.get(id=project.id)).domains == ("a.test",)
+
+
 def test_it_keeps_out_of_scope_urls_out_of_the_frontier(project):
     project.max_depth = 2
     project.deny_patterns = r"/private/"
     project.save()
-    forget_scope(project.id)
     new = discover(
         project, ["http://other.test/a", "http://sub.site.test/a", "http://site.test/private/x", "mailto:a@b.c"], 2
     )
@@ -67,7 +92,6 @@ def test_a_projects_links_to_other_ports_of_its_seeds_host_stay_out_unless_the_h
     assert [p.url for p in Page.objects.filter(id__in=new)] == ["http://127.0.0.1:19002/a"]
     project.allowed_domains = "127.0.0.1"
     project.save()
-    forget_scope(project.id)
     assert len(discover(project, ["http://127.0.0.1:8000/admin/"])) == 1, "a named host: every port of it"
 
 

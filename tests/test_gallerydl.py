@@ -1,4 +1,4 @@
-"""media.gallerydl's subprocess contract, with a fake `gallery-dl` executable first on PATH."""
+"""media.downloaders.gallerydl's subprocess contract, with a fake `gallery-dl` executable first on PATH."""
 
 import hashlib
 import json
@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 
 from core.net.guard import allow_networks
-from media.gallerydl import gallerydl_available, gallerydl_download
+from media.downloaders.gallerydl import gallerydl_available, gallerydl_download
 from tests.servers import RawServer, Victim, answer
 
 URL = "http://127.0.0.1:9/gallery/1"

@@ -18,7 +18,7 @@ from core.mediarules import MediaRules
 from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create
 from crawl.validators import regex_lines
-from scrape.decide import extract_page
+from scrape.extraction import extract_page
 from scrape.models import Item, RuleSet
 from scrape.rules import RuleError, compile_rules
 from scrape.services import items_store

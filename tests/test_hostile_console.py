@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from crawl.models import Page, Project
-from crawl.services.fetching import pages_fetch
+from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
 from scrape.models import Item, RuleSet
 from scrape.services import pages_extract

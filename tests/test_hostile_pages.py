@@ -7,7 +7,7 @@ import json
 import pytest
 
 from crawl.models import MediaAsset, Page, Project
-from crawl.services.fetching import pages_fetch
+from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
 from scrape.extractors import extract_html
 from scrape.metadata import MAX_JSON_LD_DEPTH

@@ -9,7 +9,7 @@ from core.canonical import url_key
 from crawl.frontier.discovery import pages_discover
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from scrape.decide import extract_page
+from scrape.extraction import extract_page
 
 SITEMAP = b"""<?xml version="1.0" encoding="UTF-8"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">

@@ -106,7 +106,7 @@ def test_it_retries_when_the_storage_server_is_down_and_stores_once_it_is_back(p
     assert keys == [key_for(row.sha256)]
 
 
-@pytest.mark.parametrize("breaking", ["media.services.hosts_release", "media.downloading.vet"])
+@pytest.mark.parametrize("breaking", ["media.services.hosts_release", "media.transfers.vet"])
 def test_a_download_batch_cut_off_by_a_database_error_leaves_no_temp_file(
     project, hostile_server, monkeypatch, breaking
 ):

@@ -1,4 +1,4 @@
-"""GET /metrics (crawl/metrics.py): numbers read from the rows, never public, right during a real crawl."""
+"""GET /metrics (console/metrics.py): numbers read from the rows, never public, right during a real crawl."""
 
 import subprocess
 import sys

@@ -142,7 +142,7 @@ def test_a_host_answering_429_without_retry_after_is_slowed_down_then_recovers(p
     """AutoThrottle's idea: each 429 without Retry-After doubles the host's extra delay and holds it
     that long, its pages wait without spending attempts; answers bring the delay back down."""
     from crawl.models import Page
-    from crawl.services.fetching import pages_fetch
+    from crawl.services.fetch_stage import pages_fetch
     from crawl.services.projects import seeds_add
     from tests.servers import Site, SiteServer
 

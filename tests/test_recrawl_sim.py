@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from bench.check import canon_path
-from crawl.frontier.schedule import pages_dispatch
+from crawl.frontier.recrawl import pages_dispatch
 from crawl.models import Page, PageVersion
 from crawl.services.projects import project_get_or_create
 from tests.conftest import run_manage

@@ -194,7 +194,7 @@ def test_the_fetch_stage_asks_robots_txt_about_the_url_as_the_site_linked_it(db)
     from crawl.frontier.discovery import pages_discover
     from crawl.frontier.verdicts import Link
     from crawl.models import Page
-    from crawl.services.fetching import pages_fetch
+    from crawl.services.fetch_stage import pages_fetch
     from crawl.services.projects import project_get_or_create, seeds_add
     from tests.servers import Site, SiteServer
 
@@ -222,9 +222,9 @@ def test_a_robots_txt_that_answers_5xx_holds_its_host_and_fails_no_page(db, sett
     from django.utils import timezone
 
     from crawl.models import Host, Page
-    from crawl.services.fetching import pages_fetch
+    from crawl.services import robots_cache
+    from crawl.services.fetch_stage import pages_fetch
     from crawl.services.projects import project_get_or_create, seeds_add
-    from crawl.services.robots_cache import forget_robots
     from tests.servers import Site, SiteServer
 
     settings.CRAWL_RETRY_BASE_SECONDS = 30.0  # the shipped schedule: the hold starts there
@@ -235,7 +235,7 @@ def test_a_robots_txt_that_answers_5xx_holds_its_host_and_fails_no_page(db, sett
         ids = seeds_add(project=project, urls=[f"{server.url}/", f"{server.url}/other"])
         holds = []
         for _ in range(4):
-            forget_robots()
+            robots_cache._LOCAL.clear()  # a fresh process: nothing cached
             past = timezone.now() - timedelta(seconds=1)  # the hold is over
             Page.objects.filter(id__in=ids).update(next_fetch_at=past)
             Host.objects.update(backoff_until=None, next_allowed_at=past)
@@ -247,7 +247,7 @@ def test_a_robots_txt_that_answers_5xx_holds_its_host_and_fails_no_page(db, sett
             holds.append(round(max((p.next_fetch_at - before).total_seconds() for p in held)))
         assert holds == [30, 60, 120, 240], "the hold doubles with each failure in a row"
         site.files["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nAllow: /\n")
-        forget_robots()
+        robots_cache._LOCAL.clear()  # a fresh process: nothing cached
         past = timezone.now() - timedelta(seconds=1)
         Page.objects.filter(id__in=ids).update(next_fetch_at=past)
         Host.objects.update(backoff_until=None, next_allowed_at=past)

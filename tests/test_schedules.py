@@ -10,7 +10,7 @@ from django_celery_beat.models import PeriodicTask
 from console import jobs
 from console.models import Job
 from crawl.models import Page, Project
-from crawl.services.schedules import task_name, tick_seconds
+from crawl.services.recrawl_schedules import task_name, tick_seconds
 from crawl.tasks import dispatch_task
 from tests.test_admin_console import add_page
 

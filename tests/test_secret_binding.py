@@ -13,7 +13,7 @@ from console.roles import roles_install
 from core.net.guard import allow_networks
 from crawl.models import Page, Project, Seed
 from crawl.services.credentials import secrets_go_to
-from crawl.services.fetching import pages_fetch
+from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
 from scrape.services import pages_extract
 from tests.servers import ForwardProxy, Site, SiteServer

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from core.net.guard import allow_networks
 from crawl.models import Page, Project, SessionCookie
-from crawl.services.fetching import pages_fetch
+from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
 from crawl.services.sessions import session_load, session_save
 from tests.servers import Site, SiteServer

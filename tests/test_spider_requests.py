@@ -16,8 +16,8 @@ from core.canonical import request_key, url_key
 from crawl.frontier.discovery import pages_discover
 from crawl.frontier.verdicts import Link
 from crawl.models import Page
-from crawl.policy import forget_scope
-from crawl.services.fetching import build_request, pages_fetch
+from crawl.policy import project_config_changed
+from crawl.services.fetch_stage import build_request, pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
 from scrape.example_spiders import ExampleApiSpider
 from scrape.models import HandlerLog, Item
@@ -257,7 +257,7 @@ def test_links_that_carry_an_itag_cost_one_query_more_than_plain_links(project):
 def test_the_fetch_sends_a_requests_cookies_with_the_projects(project):
     """On the project's own site; elsewhere the request's own cookies go alone."""
     project.cookies, project.allowed_domains = {"session": "abc"}, "a.test"
-    forget_scope(project.id)
+    project_config_changed(project)
     request = {"method": "POST", "body": "a=1", "headers": {"X-Api-Key": "k"}, "cookies": {"pref": "dark"}}
     sent = build_request(project, Page(project=project, url="http://a.test/form", request=request))
     assert (sent.method, sent.body, sent.headers["X-Api-Key"]) == ("POST", b"a=1", "k")

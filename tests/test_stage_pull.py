@@ -142,7 +142,7 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
     time, at the shipped retry schedule): it is never given up, and once the site is back the hub
     is fetched and extracted, and the page it links to is fetched."""
     from core.canonical import host_of
-    from crawl.services.fetching import pages_fetch
+    from crawl.services.fetch_stage import pages_fetch
     from scrape.services import pages_extract
 
     settings.CRAWL_FETCH_SESSION_SECONDS, settings.CRAWL_RETRY_BASE_SECONDS = 0, 30.0
@@ -198,7 +198,7 @@ def test_an_extract_wake_up_shares_its_batch_between_projects_and_leaves_suspect
 
 
 def test_a_download_claim_shares_its_batch_between_projects(db):
-    from media.claiming import assets_claim_round
+    from media.claims import assets_claim_round
 
     big, small = (project_get_or_create(name=n, allow_private=True) for n in ("big-media", "small-media"))
     for i in range(20):

@@ -1,4 +1,4 @@
-"""media.ytdlp against a real HTTP server on 127.0.0.1 serving media that ffmpeg made for the test."""
+"""media.downloaders.ytdlp against a real HTTP server on 127.0.0.1 serving media that ffmpeg made for the test."""
 
 import hashlib
 import json
@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 
 from core.net import guard as netguard
-from media.ytdlp import Refused, _check_formats, ytdlp_download
+from media.downloaders.ytdlp import Refused, _check_formats, ytdlp_download
 from tests.servers import Site, SiteServer, directory_files
 
 UA = "crawlhub-test/1.0"

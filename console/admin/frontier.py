@@ -1,5 +1,5 @@
 """Admin for the frontier: pages, failed pages, hosts and the robots.txt cache. The page tables
-hold millions of rows, so lists never count or DISTINCT them whole (crawl/admin_lists.py)."""
+hold millions of rows, so lists never count or DISTINCT them whole (console/admin/lists.py)."""
 
 import difflib
 import json

@@ -21,7 +21,6 @@ from console.selectors import project_errors, project_progress, stage_backlog
 from console.warc import warc_response
 from console.workers import stage_warnings
 from crawl.models import Project, Seed
-from crawl.policy import forget_scope
 from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import project_get_or_create, seeds_add
 
@@ -71,8 +70,7 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
     def perform_update(self, serializer: s.ProjectSerializer) -> None:
         _refuse_network_changes(self.request.user, network_changes(serializer.instance, serializer.validated_data))
-        project = serializer.save()
-        forget_scope(project.id)
+        serializer.save()  # the save moves the project's change stamp: workers see it at their next batch
 
     def _result(self, project: Project, **counts) -> Response:
         project.refresh_from_db(fields=["status", "job_id"])
@@ -245,12 +243,10 @@ class SeedViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         self._enqueue(serializer.save())
 
     def perform_destroy(self, instance: Seed) -> None:
-        instance.delete()
-        forget_scope(instance.project_id)
+        instance.delete()  # crawl/signals.py moves the project's change stamp
 
     def _enqueue(self, seed: Seed) -> None:
         """A paused project keeps the new frontier row queued: resume publishes it."""
-        forget_scope(seed.project_id)
         if not seed.active:
             return
         seeds_add(project=seed.project, urls=[seed.url], kind=seed.kind)  # published when the project is active

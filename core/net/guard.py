@@ -147,10 +147,6 @@ def refusal(address: str, port: int | None = None, *, allow_private: bool = Fals
     return "is a non-public address (a project may allow private networks)"
 
 
-def address_permitted(address: str, port: int | None = None, *, allow_private: bool = False) -> bool:
-    return not refusal(address, port, allow_private=allow_private)
-
-
 def check_addresses(host: str, port: int | None, addresses: list[str], *, allow_private: bool) -> None:
     """Raise BlockedAddress unless every address host resolved to may be connected to."""
     for address in addresses:

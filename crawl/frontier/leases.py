@@ -1,4 +1,4 @@
-"""The lease, one primitive for pages and assets: claim rows with a compare-and-set UPDATE stamped
+"""The lease, one primitive for pages, assets and the sinks' outbox: claim rows with a compare-and-set UPDATE stamped
 with a fresh token, and finish them only while that token still holds them (a zombie worker's
 late write fails). Never held across a transaction: a lease is a column, not a lock."""
 
@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connections
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.sql import Query
 from django.utils import timezone
 
@@ -25,13 +25,23 @@ def lease_holder(worker: str) -> str:
     return f"{worker[:180]}#{os.getpid()}"
 
 
-def lease_until():
-    return timezone.now() + timedelta(seconds=settings.CRAWL_LEASE_SECONDS)
-
-
 def lease_expired(now) -> Q:
     """A lease its worker did not finish in time (died, or hung past the hard time limit)."""
     return Q(lease_expires_at__isnull=False, lease_expires_at__lt=now)
+
+
+def lease_take(rows: QuerySet, *, token: uuid.UUID, seconds: float | None = None, **columns) -> int:
+    """Lease `rows` (a queryset whose filter is the claim's condition) under `token` for `seconds`
+    (CRAWL_LEASE_SECONDS by default): one conditional UPDATE, so two claimers never both win a row,
+    and each claim spends an attempt. Returns the rows leased."""
+    until = timezone.now() + timedelta(seconds=settings.CRAWL_LEASE_SECONDS if seconds is None else seconds)
+    return rows.update(lease_token=token, lease_expires_at=until, attempts=F("attempts") + 1, **columns)
+
+
+def lease_release(rows: QuerySet, **columns) -> int:
+    """Hand leased rows back (their holder finished, failed, or died): the lease cleared and
+    `columns` written in one UPDATE. Returns the rows released."""
+    return rows.update(lease_token=None, lease_expires_at=None, **columns)
 
 
 def lease_claim(
@@ -45,9 +55,7 @@ def lease_claim(
     # The row records the job its project runs now (the console's; empty when none): a job's counts
     # are its rows.
     job = Subquery(Project.objects.filter(id=OuterRef("project_id")).values("job_id")[:1])
-    model.objects.filter(claimable, id__in=ids).update(
-        lease_token=token, lease_expires_at=lease_until(), attempts=F("attempts") + 1, job_id=job, **columns
-    )
+    lease_take(model.objects.filter(claimable, id__in=ids), token=token, job_id=job, **columns)
     if _task["running"]:
         _task["claimed"].append((model, token))
     rows = list(model.objects.filter(id__in=ids, lease_token=token))

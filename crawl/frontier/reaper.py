@@ -23,7 +23,7 @@ from crawl.models import HostLease, MediaAsset, Page
 
 from . import stages
 from .assets import assets_next_due, pages_waiting_complete
-from .leases import lease_expired
+from .leases import lease_expired, lease_release
 from .pages import pages_next_due
 from .upkeep import tables_upkeep
 
@@ -113,16 +113,17 @@ def _expire(qs, *, fail_columns: dict, back_columns: dict, publish) -> tuple[int
     held = Counter(token for _, token in rows)
     shared = [i for i, token in rows if held[token] > 1]
     alone = [i for i, token in rows if held[token] == 1]
-    released = {"lease_token": None, "lease_expires_at": None}
     message = "the worker holding it stopped before finishing it, too many times (killed, or over its time limit)"
-    failed = qs.filter(lease_expired(now), id__in=alone, attempts__gte=settings.CRAWL_MAX_ATTEMPTS).update(
-        error_code="lease_expired", error_message=message, **released, **fail_columns
-    )
+    spent = qs.filter(lease_expired(now), id__in=alone, attempts__gte=settings.CRAWL_MAX_ATTEMPTS)
+    failed = lease_release(spent, error_code="lease_expired", error_message=message, **fail_columns)
     back_ids = shared + alone
-    back = qs.filter(lease_expired(now), id__in=shared).update(
-        attempts=Greatest(F("attempts") - 1, 0), enqueued_at=now, **released, **back_columns
+    back = lease_release(
+        qs.filter(lease_expired(now), id__in=shared),
+        attempts=Greatest(F("attempts") - 1, 0),
+        enqueued_at=now,
+        **back_columns,
     )
-    back += qs.filter(lease_expired(now), id__in=alone).update(enqueued_at=now, **released, **back_columns)
+    back += lease_release(qs.filter(lease_expired(now), id__in=alone), enqueued_at=now, **back_columns)
     stages.after_commit(publish, back_ids, batch=SUSPECT_BATCH)
     return failed, back
 

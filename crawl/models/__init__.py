@@ -7,7 +7,6 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from crawl.querysets import PageQuerySet
 from crawl.validators import extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
 
 
@@ -19,6 +18,12 @@ def default_max_depth() -> int | None:
 def default_max_pages_per_host() -> int | None:
     """A new project's max_pages_per_host: CRAWL_DEFAULT_MAX_PAGES_PER_HOST, none when that is 0."""
     return settings.CRAWL_DEFAULT_MAX_PAGES_PER_HOST or None
+
+
+# Columns the pipeline writes as it runs: saving only these is no change of configuration.
+BOOKKEEPING_FIELDS = frozenset(
+    {"page_count", "bucket_tokens", "bucket_updated_at", "job_id", "status", "rules_changed_at", "config_changed_at"}
+)
 
 
 class Project(models.Model):
@@ -139,6 +144,13 @@ class Project(models.Model):
     rules_changed_at = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="Last change to the project's rule sets (workers reload them)."
     )
+    config_changed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Last change to the project's settings or seeds: workers rebuild what they derive from them "
+        "(scope, media rules) at their next batch.",
+    )
     render_js = models.BooleanField(
         default=False, help_text="Render pages in headless Chromium (the render queue) so script-built links are seen."
     )
@@ -234,10 +246,15 @@ class Project(models.Model):
                 kwargs["update_fields"] = [*fields, "page_count"]
         elif not self._state.adding and fields is None:
             kwargs["update_fields"] = [f.name for f in self._meta.concrete_fields if f.name not in ("id", "page_count")]
+        fields = kwargs.get("update_fields")
+        if fields is None or set(fields) - BOOKKEEPING_FIELDS:
+            self.config_changed_at = timezone.now()
+            if fields is not None:
+                kwargs["update_fields"] = [*fields, "config_changed_at"]
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        from crawl.services.schedules import crontab_fields
+        from crawl.services.recrawl_schedules import crontab_fields
 
         if self.recrawl_every_minutes and self.recrawl_crontab:
             raise ValidationError("choose an interval or a crontab for the recrawl schedule, not both")
@@ -391,8 +408,6 @@ class Page(models.Model):
     job_id = models.BigIntegerField(null=True, blank=True, help_text="The job that last claimed it (its project's).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-
-    objects = PageQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "url_key"], name="uniq_page_project_urlkey")]

@@ -16,8 +16,8 @@ from django.utils import timezone
 from crawl.frontier.pages import pages_next_due
 from crawl.frontier.stages import FETCH, wake_stage
 from crawl.frontier.wakeups import session_leave, session_take
+from crawl.services.fetch_stage import claim_round, parts_finish, round_prepare, round_start, wake_for_next
 
-from .fetching import claim_round, parts_finish, round_prepare, round_start, wake_for_next
 from .politeness import GRANT_AHEAD_SECONDS
 
 TICK_SECONDS = 0.1

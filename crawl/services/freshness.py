@@ -1,5 +1,5 @@
 """Recrawl and freshness: adaptive revisit intervals and change detection with page history (the
-dispatcher that hands due pages back to the fetch stage is crawl/frontier/schedule.py).
+dispatcher that hands due pages back to the fetch stage is crawl/frontier/recrawl.py).
 
 Revisit times live in the database (`next_fetch_at` of done pages), never in Celery countdowns or
 ETAs. A change is a new normalised-text hash (scrape/fingerprint.py), so a changed timestamp or
@@ -9,7 +9,7 @@ counter is not one; a 304 or an identical body is no change either.
 from django.utils import timezone
 
 from core.batchsql import commit_order_lock
-from crawl.frontier.schedule import HUB_KINDS
+from crawl.frontier.recrawl import HUB_KINDS
 from crawl.models import Page, PageVersion, Project
 
 

@@ -14,7 +14,7 @@ from core.net.guard import BlockedAddress, check_addresses, getaddrinfo
 from crawl.frontier.discovery import seeds_enqueue
 from crawl.frontier.pages import pages_requeue
 from crawl.models import Page, Project, Seed
-from crawl.policy import forget_scope, project_scope
+from crawl.policy import project_config_changed, project_scope
 
 log = logging.getLogger("crawlhub.projects")
 
@@ -31,7 +31,6 @@ def project_get_or_create(*, name: str, **settings_) -> Project:
         for field, value in changed.items():
             setattr(project, field, value)
         project.save(update_fields=list(changed))
-        forget_scope(project.id)
     return project
 
 
@@ -82,7 +81,7 @@ def project_by_ref(ref: str) -> Project:
 def seeds_add(*, project: Project, urls: list[str], kind: str = Seed.Kind.PAGE) -> list[int]:
     """Add seeds (existing ones are kept) and queue them; returns the ids of new frontier rows."""
     Seed.objects.bulk_create([Seed(project=project, url=u.strip(), kind=kind) for u in urls], ignore_conflicts=True)
-    forget_scope(project.id)
+    project_config_changed(project)
     return seeds_enqueue(project)
 
 

@@ -90,7 +90,3 @@ def _policy(origin: str, response) -> tuple[RobotsPolicy, RobotsTxt | None]:
     body = robots_text(response.body) if response.status_code < 300 else ""
     row = RobotsTxt(origin=origin, status_code=response.status_code, body=body, fetched_at=timezone.now())
     return policy_from_response(response.status_code, body), row
-
-
-def forget_robots() -> None:
-    _LOCAL.clear()

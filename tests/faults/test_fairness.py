@@ -7,7 +7,7 @@ import time
 import pytest
 
 from crawl.frontier.reaper import reap
-from crawl.frontier.schedule import pages_dispatch
+from crawl.frontier.recrawl import pages_dispatch
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create, seeds_add
 from tests.conftest import generated_site

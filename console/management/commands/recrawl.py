@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand
 from console import jobs
 from console.management.commands._project import project_arg
 from console.models import Job
-from crawl.frontier.schedule import pages_dispatch
+from crawl.frontier.recrawl import pages_dispatch
 
 
 class Command(BaseCommand):

@@ -13,19 +13,26 @@ from django.conf import settings
 from core.canonical import host_of
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from crawl.policy import project_media_rules
+from crawl.policy import project_media_rules, project_snapshot
+from scrape.extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
+from scrape.fingerprint import fingerprints
+from scrape.jsonapi import ApiConfigError, compile_api_config, config_version
+from scrape.models import RuleSet
+from scrape.rules import CompiledRules, RuleError, compile_rules
 from scrape.sitemaps import parse_listing
-
-from .extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
-from .fingerprint import fingerprints
-from .jsonapi import ApiConfigError, compile_api_config, config_version
-from .models import RuleSet
-from .rules import CompiledRules, RuleError, compile_rules
-from .spiders import LogLine, Request, RequestError, Response, SpiderError, get_spider, load_spider_modules, run_spider
+from scrape.spiders import (
+    LogLine,
+    Request,
+    RequestError,
+    Response,
+    SpiderError,
+    get_spider,
+    load_spider_modules,
+    run_spider,
+)
 
 log = logging.getLogger("crawlhub.extract")
 MAX_ITEM_LINKS = 1000  # links stored with anchor text on the page item (all of them are followed)
-_RULES: dict[int, tuple[object, list[CompiledRules]]] = {}
 _SPIDERS_LOADED = False
 
 
@@ -59,14 +66,14 @@ class PageResult:
 
 
 def project_rule_sets(project: Project) -> list[CompiledRules]:
-    """The project's enabled rule sets, compiled, each with its own item kind; cached per process
-    until the project's rules_changed_at stamp moves (saving or deleting a rule set moves it)."""
+    """The project's enabled rule sets, compiled, each with its own item kind; kept per process until
+    the project's change stamp moves (saving or deleting a rule set moves rules_changed_at)."""
     if project.id is None:
         return []
-    stamp = project.rules_changed_at
-    cached = _RULES.get(project.id)
-    if cached and cached[0] == stamp:
-        return cached[1]
+    return project_snapshot(project, "rule_sets", _rule_sets)
+
+
+def _rule_sets(project: Project) -> list[CompiledRules]:
     compiled: dict[str, CompiledRules] = {}
     for name, spec in (
         RuleSet.objects.filter(project_id=project.id, enabled=True).order_by("name").values_list("name", "spec")
@@ -79,7 +86,7 @@ def project_rule_sets(project: Project) -> list[CompiledRules]:
             log.warning("project %s: rule set %s skipped, its kind %s is another's", project.id, name, rules.kind)
             continue
         compiled[rules.kind] = rules
-    _RULES[project.id] = (stamp, list(compiled.values()))
+    return list(compiled.values())
     return list(compiled.values())
 
 

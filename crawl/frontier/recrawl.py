@@ -7,9 +7,8 @@ from django.db.models import Case, F, IntegerField, Q, Value, When
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
+from crawl.frontier.pages import DONE, pages_requeue
 from crawl.models import Page, Project
-
-from .pages import DONE, pages_requeue
 
 HUB_KINDS = ("sitemap", "feed")
 DISPATCH_LIMIT = 5000

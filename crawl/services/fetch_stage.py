@@ -39,11 +39,9 @@ from crawl.frontier.verdicts import Fetched, Postpone, retry_or_fail
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
 from crawl.policy import allows_private, fetch_limits, user_agent_of
-from crawlproject.queues import STAGES
-
-from .credentials import project_secrets_for
-from .outcomes import outcome
-from .politeness import (
+from crawl.services.credentials import project_secrets_for
+from crawl.services.outcomes import outcome
+from crawl.services.politeness import (
     GRANT_AHEAD_SECONDS,
     SLOT_MARGIN,
     host_back_off,
@@ -54,10 +52,11 @@ from .politeness import (
     hosts_release,
     hosts_throttle,
 )
-from .projects import sitemaps_offer
-from .rendering import render_page
-from .robots_cache import robots_policies
-from .sessions import Session, request_cookies, session_load, session_save
+from crawl.services.projects import sitemaps_offer
+from crawl.services.rendering import render_page
+from crawl.services.robots_cache import robots_policies
+from crawl.services.sessions import Session, request_cookies, session_load, session_save
+from crawlproject.queues import STAGES
 
 log = logging.getLogger("crawlhub.fetch")
 IDLE_RETRY_SECONDS = 0.2
@@ -80,7 +79,7 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
     if wake:
         wakeup_taken(queue, datetime.fromisoformat(wake))
     if not page_ids and not render:
-        from .fetch_session import session_run  # it drives this module's rounds
+        from crawl.services.fetch_session import session_run  # it drives this module's rounds
 
         fetched = session_run(worker)
         if fetched is not None:

@@ -18,13 +18,13 @@ from core.tempfiles import temp_dir
 from crawl.models import Project
 from crawl.policy import allows_private, fetch_limits, project_media_rules, project_scope, user_agent_of
 from crawl.services.credentials import secrets_go_to
-from crawl.services.fetching import LATE_SECONDS
+from crawl.services.fetch_stage import LATE_SECONDS
 from crawl.services.politeness import hosts_learn_delays
 from crawl.services.robots_cache import robots_policies
-
-from .downloader import Download, download
-from .models import MediaAsset
-from .sniff import sniff_mime
+from media.downloaders import HTTP, Options, download_with
+from media.downloaders.http import Download, download
+from media.models import MediaAsset
+from media.sniff import sniff_mime
 
 
 @dataclass
@@ -44,10 +44,10 @@ def download_assets(assets: list[MediaAsset], slots: dict) -> list[Fetched]:
     tmp = str(temp_dir())
     results = _screen(assets, slots)
     secrets = {a.id: _secrets(a.project) for a in assets}
-    http = [a for a in assets if a.downloader == "http" and a.id not in results]
+    http = [a for a in assets if a.downloader == HTTP and a.id not in results]
     others = defaultdict(list)
     for asset in assets:
-        if asset.downloader != "http" and asset.id not in results:
+        if asset.downloader != HTTP and asset.id not in results:
             others[slots[asset.id].grant.host].append(asset)
     running = []
     try:
@@ -97,7 +97,7 @@ def _screen(assets: list[MediaAsset], slots: dict) -> dict[int, Download]:
         for asset in group:
             policy = policies[origin_of(asset.url)]
             delays[host_of(asset.url)] = policy.crawl_delay(agent)
-            if asset.downloader == "http" and not policy.allows(asset.url, agent):
+            if asset.downloader == HTTP and not policy.allows(asset.url, agent):
                 code, message = policy.refusal()
                 refused[asset.id] = Download(url=asset.url, error_code=code, error_message=message)
         hosts_learn_delays(delays)
@@ -167,25 +167,16 @@ def _run_others(assets: list[MediaAsset], slots: dict, secrets: dict, tmp: str) 
 
 
 def _run_other(asset: MediaAsset, rules: MediaRules, tmp: str, headers: dict) -> list[Download]:
-    options = {
-        "tmp_dir": tmp,
-        "max_bytes": rules.max_bytes,
-        "socket_timeout": settings.CRAWL_READ_TIMEOUT,
-        "allow_private": allows_private(asset.project),
-        "user_agent": user_agent_of(asset.project),
-        "proxy": asset.project.proxy,
-    }
-    if asset.downloader == "ytdlp":
-        from .ytdlp import ytdlp_download  # yt-dlp is heavy to import: only where it is used
-
-        return [ytdlp_download(asset.url, headers=headers, **options)]
-    if asset.downloader == "gallerydl":
-        from .gallerydl import gallerydl_download
-
-        return gallerydl_download(asset.url, **options)
-    return [
-        Download(url=asset.url, error_code="unknown_downloader", error_message=f"no downloader {asset.downloader!r}")
-    ]
+    options = Options(
+        tmp_dir=tmp,
+        max_bytes=rules.max_bytes,
+        socket_timeout=settings.CRAWL_READ_TIMEOUT,
+        allow_private=allows_private(asset.project),
+        user_agent=user_agent_of(asset.project),
+        proxy=asset.project.proxy,
+        headers=headers,
+    )
+    return download_with(asset.downloader, asset.url, options)
 
 
 def vet(result: Download, kind: str, rules: MediaRules) -> Download:
