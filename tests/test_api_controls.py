@@ -4,8 +4,8 @@ unblock, delay), re-extract, asset retry and Try a URL, all in the OpenAPI schem
 import pytest
 from django.contrib.auth.models import Permission
 
-from console.jobs import job_cancel
 from console.models import Job
+from console.steering import job_cancel
 from crawl.models import Host, Page, Project
 from media.models import MediaAsset
 from scrape.models import RuleSet
