@@ -121,8 +121,8 @@ def project_resume(*, project: Project) -> Resumed:
     job = job_current(project)
     if job is not None and job.state == Job.State.PAUSED:
         return _job_resume(job)
-    was = project.status
-    return Resumed(changed=was != Project.Status.ACTIVE, published=_republish(project))
+    changed = project.status != Project.Status.ACTIVE
+    return Resumed(changed=changed, published=_republish(project))
 
 
 def project_cancel(*, project: Project, user=None) -> bool:
