@@ -1,4 +1,5 @@
-"""Steering a crawl: start, pause, resume, retry failed work, requeue, block hosts.
+"""The console's writes on the frontier: activate a project, retry failed work, requeue, recrawl,
+block hosts (start, pause, resume and cancel are console/steering.py).
 
 One set of writes shared by the admin actions, the REST API and the management commands, so the
 three always do the same thing. Every function publishes only after its writes commit; a publish
@@ -8,12 +9,10 @@ that is lost anyway is redone by the reaper (the rows say what is owed).
 from django.db import transaction
 from django.db.models import QuerySet
 
-from crawl.frontier.assets import assets_publish_owed
 from crawl.frontier.assets import assets_retry as _assets_retry
-from crawl.frontier.discovery import seeds_enqueue
 from crawl.frontier.pages import pages_publish_owed
 from crawl.frontier.pages import pages_requeue as _pages_requeue
-from crawl.models import Host, MediaAsset, Page, Project
+from crawl.models import Host, Page, Project
 
 
 def project_activate(*, project: Project) -> None:
@@ -23,49 +22,6 @@ def project_activate(*, project: Project) -> None:
     project.status = Project.Status.ACTIVE
     if changed.update(status=Project.Status.ACTIVE):
         _sync_schedule(project)
-
-
-@transaction.atomic
-def project_start(*, project: Project) -> int:
-    """Make the project active, put its active seeds in the frontier and publish everything queued.
-    Starting a running project is harmless (claims are compare-and-set). Returns pages published."""
-    project_activate(project=project)
-    new_ids = seeds_enqueue(project)
-    return len(new_ids) + pages_publish_owed(Page.objects.filter(project=project).exclude(id__in=new_ids))
-
-
-@transaction.atomic
-def project_pause(*, project: Project) -> bool:
-    """Stop handing out the project's work, and its recrawl schedule. Batches already claimed finish;
-    queued rows stay queued (no message is lost: claims skip paused projects, and resume
-    republishes). False if already paused."""
-    rows = Project.objects.filter(id=project.id).exclude(status=Project.Status.PAUSED)
-    changed = rows.update(status=Project.Status.PAUSED)
-    project.status = Project.Status.PAUSED
-    if changed:
-        _sync_schedule(project)
-    return bool(changed)
-
-
-@transaction.atomic
-def project_stop(*, project: Project) -> bool:
-    """Stop handing out the project's work (its job was cancelled) but keep its recrawl schedule: the
-    next tick makes it active again. A paused project stays paused. False if it was not active."""
-    changed = Project.objects.filter(id=project.id, status=Project.Status.ACTIVE).update(status=Project.Status.STOPPED)
-    if changed:
-        project.status = Project.Status.STOPPED
-    return bool(changed)
-
-
-@transaction.atomic
-def project_resume(*, project: Project) -> int:
-    """Make a paused project active again and republish its queued work. Returns pages published."""
-    Project.objects.filter(id=project.id).update(status=Project.Status.ACTIVE)
-    project.status = Project.Status.ACTIVE
-    _sync_schedule(project)
-    published = pages_publish_owed(Page.objects.filter(project=project))
-    assets_publish_owed(MediaAsset.objects.filter(project=project))
-    return published
 
 
 @transaction.atomic

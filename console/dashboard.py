@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
-from console import jobs
+from console import jobs, steering
 from console.access import may, projects_for
 from console.health import health_chart, project_health, projects_health
 from console.models import Job
@@ -91,14 +91,14 @@ def overview_control(request: HttpRequest) -> JsonResponse:
         raise PermissionDenied
     ref, action = request.POST.get("project", ""), request.POST.get("action", "")
     project = projects_for(request.user).filter(id=int(ref)).first() if ref.isdigit() else None
-    if project is None or action not in (*STARTS, *jobs.STEERS):
-        return JsonResponse({"error": f"project=<id> and action={'|'.join((*STARTS, *jobs.STEERS))}"}, status=400)
+    if project is None or action not in (*STARTS, *steering.STEERS):
+        return JsonResponse({"error": f"project=<id> and action={'|'.join((*STARTS, *steering.STEERS))}"}, status=400)
     if action in STARTS:
         try:
             job, _queued = STARTS[action](project=project, trigger=Job.Trigger.ADMIN, user=request.user)
-        except jobs.ProjectFinished as finished:
+        except steering.ProjectFinished as finished:
             return JsonResponse({"ok": False, "error": str(finished), "offer": finished.OFFER}, status=409)
-    elif (job := jobs.job_current(project)) and not jobs.job_steer(job=job, action=action, user=request.user):
+    elif (job := jobs.job_current(project)) and not steering.job_steer(job=job, action=action, user=request.user):
         job = None
     if not job:
         return JsonResponse(
@@ -107,7 +107,7 @@ def overview_control(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"ok": True, "job": job.id, "state": Job.objects.get(id=job.id).state})
 
 
-STARTS = {"start": jobs.crawl_start, "recrawl_due": jobs.crawl_recrawl_due, "recrawl": jobs.crawl_recrawl}
+STARTS = {"start": steering.crawl_start, "recrawl_due": jobs.crawl_recrawl_due, "recrawl": jobs.crawl_recrawl}
 
 
 def _check_permission(request: HttpRequest) -> None:
@@ -213,7 +213,7 @@ def _job_json(job: Job | None) -> dict | None:
 
 
 def _actions(job: Job | None) -> list[str]:
-    return ["start"] if job is None else jobs.job_actions(job)
+    return ["start"] if job is None else steering.job_actions(job)
 
 
 def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:

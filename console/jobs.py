@@ -1,4 +1,6 @@
-"""Jobs: every run of a project is one, begun by the admin, the API, a command or a schedule tick.
+"""Jobs: every run of a project is one, begun by the admin, the API, a command or a schedule tick
+(start, pause, resume and cancel are console/steering.py; the other runs, recrawl, re-extract and
+retry, are here).
 
 A project runs at most one job at a time (Project.job_id). Its pages and assets are stamped with
 that id when a stage claims them, so a job's counts are its rows, read live while it runs and kept
@@ -7,7 +9,6 @@ starts the jobs whose first row was claimed and ends those whose project owes no
 """
 
 from django.db import transaction
-from django.db.models import Count
 from django.utils import timezone
 
 from console import control
@@ -20,11 +21,9 @@ from console.jobreads import (  # noqa: F401 - the reads of a job, used through 
     job_span,
 )
 from console.models import Job
-from core.canonical import InvalidURL, canonicalize, url_key
 from crawl.frontier.recrawl import pages_dispatch
 from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job_scope
 from crawl.models import MediaAsset, Page, Project
-from crawl.services.projects import seeds_retry_failed
 
 ACTIVE = Job.ACTIVE_STATES
 
@@ -63,35 +62,10 @@ def _run(project: Project, kind: str, trigger: str, user, action, retry_of: Job 
     with job_scope(job.id), transaction.atomic():
         queued = action()
         if job.state == Job.State.PAUSED and project.status == Project.Status.ACTIVE:
-            Job.objects.filter(id=job.id).update(state=Job.State.RUNNING)
-            job.state = Job.State.RUNNING
+            state = Job.State.RUNNING if job.started_at else Job.State.QUEUED  # as a resume does
+            Job.objects.filter(id=job.id).update(state=state)
+            job.state = state
     return job, queued
-
-
-class ProjectFinished(Exception):
-    """Start on a project with nothing left to crawl: no job is made (a "succeeded 0 / 0" one would
-    hide the real last run); the message offers what the user likely means, a recrawl."""
-
-    OFFER = ("recrawl_due", "recrawl")
-
-    def __init__(self, project: Project, *, done: int, failed: int, due: int):
-        self.project, self.done, self.failed, self.due = project, done, failed, due
-        super().__init__(
-            f"{project.name} has nothing left to crawl ({done} pages done, {failed} failed): "
-            f"recrawl what is due ({due} pages) or recrawl everything ({done} pages)."
-        )
-
-
-def crawl_start(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
-    """Start (or resume) the project as a job: its seeds (failed ones get another chance) and every
-    owed row are published. Raises ProjectFinished when there is nothing to start."""
-    _refuse_finished(project)
-
-    def action():
-        published = control.project_start(project=project)
-        return published + len(seeds_retry_failed(project=project, urls=_seed_urls(project)))
-
-    return _run(project, Job.Kind.CRAWL, trigger, user, action)
 
 
 def crawl_recrawl_due(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
@@ -102,31 +76,6 @@ def crawl_recrawl_due(*, project: Project, trigger: str, user=None) -> tuple[Job
         return len(pages_dispatch(project_id=project.id))
 
     return _run(project, Job.Kind.RECRAWL, trigger, user, action)
-
-
-def _refuse_finished(project: Project) -> None:
-    if job_current(project) is not None or _owes_work(project.id):
-        return
-    pages = Page.objects.filter(project=project)
-    keys = {_seed_key(url) for url in _seed_urls(project)}
-    if pages.filter(url_key__in=keys).exclude(state=Page.State.FAILED, is_seed=True).count() < len(keys):
-        return  # a new seed, or a failed one to try again: there is something to start
-    counts = dict(pages.values_list("state").annotate(n=Count("id")).order_by())
-    if not counts:
-        return  # never crawled: not finished
-    due = pages.filter(state=Page.State.DONE, next_fetch_at__lte=timezone.now()).count()
-    raise ProjectFinished(project, done=counts.get("done", 0), failed=counts.get("failed", 0), due=due)
-
-
-def _seed_urls(project: Project) -> list[str]:
-    return list(project.seeds.filter(active=True).values_list("url", flat=True))
-
-
-def _seed_key(url: str) -> str:
-    try:
-        return url_key(canonicalize(url))
-    except InvalidURL:
-        return url_key(url)  # its failed row is keyed by the URL as given
 
 
 def crawl_recrawl(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
@@ -174,63 +123,8 @@ def crawl_retry_failed(*, project: Project, trigger: str, user=None, error_code:
     return _run(project, Job.Kind.RETRY, trigger, user, action)
 
 
-def project_pause(*, project: Project) -> bool:
-    """Pause the project's job, or the project itself when it runs none."""
-    job = job_current(project)
-    return job_pause(job=job) if job else control.project_pause(project=project)
-
-
-def project_resume(*, project: Project) -> bool:
-    """Resume the project's paused job, or the project itself when it has none."""
-    job = job_current(project)
-    if job is not None and job.state == Job.State.PAUSED:
-        return job_resume(job=job)
-    was = project.status
-    control.project_resume(project=project)
-    return was != Project.Status.ACTIVE
-
-
-@transaction.atomic
-def job_pause(*, job: Job) -> bool:
-    """Stop handing out the job's work (batches already claimed finish; nothing is lost)."""
-    if job.state not in (Job.State.QUEUED, Job.State.RUNNING):
-        return False
-    control.project_pause(project=job.project)
-    Job.objects.filter(id=job.id).update(state=Job.State.PAUSED)
-    job.state = Job.State.PAUSED
-    return True
-
-
-@transaction.atomic
-def job_resume(*, job: Job) -> bool:
-    if job.state != Job.State.PAUSED:
-        return False
-    with job_scope(job.id):
-        control.project_resume(project=job.project)
-    state = Job.State.RUNNING if job.started_at else Job.State.QUEUED
-    Job.objects.filter(id=job.id).update(state=state)
-    job.state = state
-    return True
-
-
-@transaction.atomic
-def job_cancel(*, job: Job, user=None) -> bool:
-    """End the job now: the project is stopped, so its messages still in the queues claim nothing
-    (they are dropped when a worker takes them) and its queued rows stay queued; batches already
-    claimed finish, and a killed one's rows come back through the reaper. Its recrawl schedule
-    keeps running (cancelling one run is not turning monitoring off: that is Pause): the next tick,
-    or Start, is a new job that resumes exactly where this one stopped."""
-    job = Job.objects.select_for_update().get(id=job.id)
-    if not job.active:
-        return False
-    control.project_stop(project=job.project)
-    who = f" by {user}" if user is not None and getattr(user, "is_authenticated", False) else ""
-    owed = Page.objects.filter(project=job.project, state__in=PAGE_PENDING_STATES).count()
-    _end(job, Job.State.CANCELLED, f"cancelled{who}; {owed} pages left owed, Start resumes them")
-    return True
-
-
-def _end(job: Job, state: str, message: str, *, finished_at=None) -> None:
+def job_end(*, job: Job, state: str, message: str, finished_at=None) -> None:
+    """Write the job's end: its state, message and kept counts; the project runs no job after it."""
     job.finished_at = finished_at or timezone.now()
     job.stats = job_counts(job)
     job.state, job.message = state, message
@@ -263,7 +157,7 @@ def job_finish(*, job: Job) -> bool:
         began, last = job_span(job)
         known = [t for t in (began, job.started_at) if t is not None]
         job.started_at = min(known) if known else job.created_at  # nothing claimed: it ends as it begins
-        _end(job, state, message, finished_at=last)
+        job_end(job=job, state=state, message=message, finished_at=last)
     return True
 
 
@@ -282,27 +176,6 @@ def _verdict(counts: dict) -> tuple[str, str]:
         return Job.State.SUCCEEDED, "nothing was owed"
     forbidden = f" ({refused} forbidden by robots.txt)" if refused else ""
     return Job.State.SUCCEEDED, f"{done} pages done, {failed} failed{forbidden}"
-
-
-def job_actions(job: Job) -> list[str]:
-    """What its state lets an operator do to the job: pause or resume, and cancel, while it runs."""
-    if not job.active:
-        return []
-    return ["resume" if job.state == Job.State.PAUSED else "pause", "cancel"]
-
-
-STEERS = ("pause", "resume", "cancel")
-
-
-def job_steer(*, job: Job, action: str, user=None) -> bool:
-    """Pause, resume or cancel the job (one of STEERS); False when its state does not allow it."""
-    if action == "pause":
-        return job_pause(job=job)
-    if action == "resume":
-        return job_resume(job=job)
-    if action == "cancel":
-        return job_cancel(job=job, user=user)
-    raise ValueError(f"not a way to steer a job: {action!r}")
 
 
 def _owes_work(project_id: int) -> bool:

@@ -227,5 +227,5 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(collector), content_type=CONTENT_TYPE_LATEST)
 
 
-# Included by crawlproject/urls.py at "metrics".
+# Included by console/urls.py at "metrics".
 urlpatterns = [path("", metrics_view, name="metrics")]

@@ -1,5 +1,6 @@
 """crawlhub as a Python library: create or get a project, add seeds, run a job to its end, read
-its items. The crawl command is built on it; docs/python-api.md has an example.
+its items. It runs jobs as the crawl command does (console/job_runs.py); docs/python-api.md has an
+example.
 
     import crawlhub
 
@@ -12,6 +13,16 @@ its items. The crawl command is built on it; docs/python-api.md has an example.
 Django is set up on first use (crawlproject.settings unless DJANGO_SETTINGS_MODULE names others).
 """
 
-from crawlhub.api import Run, add_seeds, items, project, run, setup
+from crawlhub.api import add_seeds, items, project, run, setup
+
+
+def __getattr__(name: str):
+    if name == "Run":  # the console's; Django is set up first
+        setup()
+        from console.job_runs import Run
+
+        return Run
+    raise AttributeError(name)
+
 
 __all__ = ["Run", "add_seeds", "items", "project", "run", "setup"]

@@ -3,8 +3,10 @@ setup(), so importing crawlhub works in a plain script."""
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.job_runs import Run
 
 
 def setup() -> None:
@@ -38,17 +40,6 @@ def add_seeds(project, urls: Iterable[str], *, kind: str = "page") -> int:
     return len(seeds_add(project=project, urls=list(urls), kind=kind))
 
 
-@dataclass
-class Run:
-    """How run() ended: the job (its state and counts: `job.state`, console.jobs.job_counts(job)),
-    whether the project's work was all done, and whether a signal (Ctrl-C, SIGTERM) stopped it."""
-
-    job: Any
-    completed: bool
-    interrupted: bool = False
-    embedded: bool = False  # its workers ran in this process's children (and stopped with it)
-
-
 def run(
     project,
     *,
@@ -61,7 +52,7 @@ def run(
     on_progress: Callable[[dict, float], None] | None = None,
     progress_every: float = 2.0,
     on_notice: Callable[[str], None] | None = None,
-) -> Run:
+) -> "Run":
     """Run a job of the project until it owes no more work (or `timeout` seconds, 0: no limit).
 
     The job is the project's running one, its paused one (resumed), or a new one (a recrawl with
@@ -72,7 +63,7 @@ def run(
     (pages and assets by state) goes to `on_progress(progress, elapsed)` every `progress_every`
     seconds, and notices (a resumed job, an outage, work no worker takes) to `on_notice`."""
     setup()
-    from crawlhub.runner import crawl_run
+    from console.job_runs import crawl_run
 
     return crawl_run(
         project,

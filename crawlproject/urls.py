@@ -1,27 +1,11 @@
-"""URL configuration: the admin (with its "Try a URL" debugger, the overview and dashboard), the
-REST API with its OpenAPI schema and docs, and the Prometheus metrics endpoint."""
+"""URL configuration, one include per app: the console (its overview, dashboard and "Try a URL"
+pages in the admin, the REST API, the metrics endpoint; console/urls.py) and the Django admin."""
 
 from django.contrib import admin
-from django.templatetags.static import static
 from django.urls import include, path
-from django.views.generic import RedirectView
-
-from console.admin.scrape import try_url_view
-from console.dashboard import dashboard_data, dashboard_view, overview_control, overview_data
-
-admin.site.site_url = "/admin/dashboard/"  # the admin's "View site": the crawl overview
-admin.site.site_header = "crawlhub"
-admin.site.site_title = "crawlhub"
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/dashboard/", permanent=False)),
-    path("favicon.ico", RedirectView.as_view(url=static("console/favicon.svg"), permanent=True)),  # browsers ask
-    path("admin/tryurl/", admin.site.admin_view(try_url_view), name="admin-tryurl"),
-    path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
-    path("admin/dashboard/data/", admin.site.admin_view(dashboard_data), name="admin-dashboard-data"),
-    path("admin/dashboard/overview/", admin.site.admin_view(overview_data), name="admin-overview-data"),
-    path("admin/dashboard/control/", admin.site.admin_view(overview_control), name="admin-overview-control"),
+    # First: the console's admin/dashboard/ and admin/tryurl/ come before the admin's catch-all.
+    path("", include("console.urls")),
     path("admin/", admin.site.urls),
-    path("api/", include("console.api.urls")),
-    path("metrics", include("console.metrics")),
 ]

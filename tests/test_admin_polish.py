@@ -233,7 +233,7 @@ def test_a_page_is_a_record_to_view_without_save_or_delete(admin_client):
 
 
 def test_a_jobs_page_shows_its_report_first_and_refreshes_while_it_runs(admin_client):
-    from console import jobs
+    from console import jobs, steering
     from console.models import Job
     from crawl.models import Project
 
@@ -242,7 +242,7 @@ def test_a_jobs_page_shows_its_report_first_and_refreshes_while_it_runs(admin_cl
     html = admin_client.get(f"/admin/console/job/{job.id}/change/").content.decode()
     assert '<meta http-equiv="refresh" content="5">' in html
     assert html.index('class="job-report"') < html.index("field-created_at"), "the report above the details"
-    jobs.job_cancel(job=job)
+    steering.job_cancel(job=job)
     assert 'http-equiv="refresh"' not in admin_client.get(f"/admin/console/job/{job.id}/change/").content.decode()
 
 

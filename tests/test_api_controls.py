@@ -4,8 +4,8 @@ unblock, delay), re-extract, asset retry and Try a URL, all in the OpenAPI schem
 import pytest
 from django.contrib.auth.models import Permission
 
-from console.jobs import job_cancel
 from console.models import Job
+from console.steering import job_cancel
 from crawl.models import Host, MediaAsset, Page, Project
 from scrape.models import RuleSet
 from tests.servers import Site, SiteServer

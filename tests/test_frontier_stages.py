@@ -8,7 +8,8 @@ from collections import Counter
 import pytest
 from django.conf import settings
 
-from console.control import project_start
+from console.models import Job
+from console.steering import crawl_start
 from crawl.models import MediaAsset, Page
 from crawl.services.projects import project_get_or_create, seeds_add
 from scrape.models import Item, RuleSet
@@ -102,7 +103,7 @@ def test_postponed_pages_are_woken_without_the_reaper(workers, worker_env):
         project = project_get_or_create(name="polite", allow_private=True, min_delay=0.5)
         seeds_add(project=project, urls=[f"{server.url}/"])
         workers.start("all", "fetch,extract,download")
-        project_start(project=project)
+        crawl_start(project=project, trigger=Job.Trigger.COMMAND)
         _wait_until_done(project, len(names) + 1, timeout=90)
     starts = sorted(t for t, path in server.log if path.endswith(".html"))
     assert starts[-1] - starts[0] > 3 * 0.5, "the pages were spread over several politeness windows"
@@ -117,7 +118,7 @@ def test_priorities_order_the_fetches(workers, worker_env):
         RuleSet.objects.create(project=project, name="urgent", spec={"follow": [r"/p[7-9]\.html"], "priority": 10})
         seeds_add(project=project, urls=[f"{server.url}/"])
         workers.start("all", "fetch,extract,download")
-        project_start(project=project)
+        crawl_start(project=project, trigger=Job.Trigger.COMMAND)
         _wait_until_done(project, len(names) + 1, timeout=90)
         order = [path for path in server.paths() if path.endswith(".html")]
     assert sorted(order[:3]) == ["/p7.html", "/p8.html", "/p9.html"], order

@@ -20,9 +20,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from console import jobs
+from console import jobs, steering
 from console.beat import scheduler_heartbeat
 from console.dashboard import dashboard_snapshot, overview_snapshot
+from console.job_runs import job_start
 from console.management.commands.crawl import Command as CrawlCommand
 from console.models import Job, JobLogEntry, WorkerBeat
 from console.selectors import project_progress
@@ -155,19 +156,19 @@ def test_a_scheduled_tick_that_queues_pages_is_a_job(project):
 
 
 def test_pause_resume_and_cancel_keep_the_rows(project):
-    job, _ = jobs.crawl_start(project=project, trigger=T)
+    job, _ = steering.crawl_start(project=project, trigger=T)
     queued = add_page(project, "http://a.test/q", "queued")
-    assert jobs.job_pause(job=job)
+    assert steering.job_pause(job=job)
     assert Project.objects.get(id=project.id).status == "paused"
     jobs.jobs_tick()
     assert Job.objects.get(id=job.id).state == "paused", "a paused job does not end"
-    assert jobs.job_resume(job=job) and Project.objects.get(id=project.id).status == "active"
-    assert jobs.job_cancel(job=job)
+    assert steering.job_resume(job=job) and Project.objects.get(id=project.id).status == "active"
+    assert steering.job_cancel(job=job)
     job.refresh_from_db()
     assert job.state == "cancelled" and job.finished_at is not None and "1 pages left owed" in job.message
     assert Page.objects.get(id=queued.id).state == "queued", "cancel drops no row"
-    assert not jobs.job_cancel(job=job), "an ended job cannot be cancelled"
-    restarted, _ = jobs.crawl_start(project=project, trigger=T)
+    assert not steering.job_cancel(job=job), "an ended job cannot be cancelled"
+    restarted, _ = steering.crawl_start(project=project, trigger=T)
     assert restarted.id != job.id and Project.objects.get(id=project.id).status == "active"
 
 
@@ -287,6 +288,30 @@ def test_the_overview_buttons_start_pause_and_cancel_jobs(project, admin_client)
     assert admin_client.post("/admin/dashboard/control/", {"project": "x", "action": "start"}).status_code == 400
 
 
+START_DOORS = {  # each door's Start as a user reaches it, and the trigger its job records
+    "admin": ("admin", lambda client, p: client.post(PROJECTS, {"action": "start", "_selected_action": [p.id]})),
+    "dashboard": ("admin", lambda client, p: client.post(CONTROL, {"project": p.id, "action": "start"})),
+    "api": ("api", lambda client, p: client.post(f"/api/projects/{p.slug}/start/")),
+    "command": ("command", lambda client, p: job_start(p, seeds={"page": []}, recrawl=False, notice=print)),
+}
+PROJECTS, CONTROL = "/admin/crawl/project/", "/admin/dashboard/control/"
+
+
+@pytest.mark.parametrize("door", list(START_DOORS))
+def test_a_start_queues_the_seeds_and_publishes_owed_pages_and_assets_whichever_door(project, admin_client, door):
+    Seed.objects.create(project=project, url="http://a.test/")
+    left_page = add_page(project, "http://a.test/left-over", "queued")
+    left_asset = MediaAsset.objects.create(project=project, url="http://a.test/l.jpg", url_key="l" * 64, kind="image")
+    trigger, start = START_DOORS[door]
+    start(admin_client, project)
+    (job,) = Job.objects.filter(project=project)
+    assert (job.kind, job.state, job.trigger) == ("crawl", "queued", trigger)
+    assert Project.objects.get(id=project.id).job_id == job.id
+    seed = Page.objects.get(project=project, is_seed=True)
+    published = [seed, Page.objects.get(id=left_page.id), MediaAsset.objects.get(id=left_asset.id)]
+    assert [row.enqueued_at is not None for row in published] == [True, True, True]
+
+
 def test_the_jobs_api_lists_filters_details_and_acts(project, admin_client):
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
     stamp(job, add_page(project, "http://a.test/f", "failed", error_code="http_404", error_message="HTTP 404"))
@@ -311,9 +336,9 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
     Seed.objects.create(project=project, url=f"{site_server.url}/")
     for stage in ("fetch", "extract", "download"):
         workers.start(stage, stage)
-    first, _ = jobs.crawl_start(project=project, trigger=T)
+    first, _ = steering.crawl_start(project=project, trigger=T)
     wait_for(lambda: Page.objects.filter(project=project, state="done").count() >= 20, "20 pages done")
-    assert jobs.job_cancel(job=first)
+    assert steering.job_cancel(job=first)
     wait_for(lambda: not Page.objects.filter(project=project, state="leased").exists(), "claimed batches finish")
     fetched = Page.objects.filter(project=project, fetch_count__gte=1)
     settled = fetched.count()
@@ -321,7 +346,7 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
     assert fetched.count() == settled, "a cancelled job fetches nothing more (what it fetched is still extracted)"
     assert Page.objects.filter(project=project, state="queued").exists(), "its owed work waits"
 
-    second, _ = jobs.crawl_start(project=project, trigger=T)
+    second, _ = steering.crawl_start(project=project, trigger=T)
     assert second.id != first.id
 
     def drained() -> bool:

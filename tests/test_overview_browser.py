@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from console import jobs
+from console import jobs, steering
 from console.models import Job
 from crawl.models import Project, Seed
 from tests.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in
@@ -76,7 +76,7 @@ def test_the_overview_says_refusals_offers_recrawls_and_shows_retries(live_serve
         expect(page.locator("tr[data-project=finished] .job-state")).to_have_text("queued")
 
         page.route("**/admin/dashboard/overview/", lambda route: route.abort())  # the table stays as drawn
-        in_a_thread(lambda: jobs.job_cancel(job=jobs.job_current(running)))
+        in_a_thread(lambda: steering.job_cancel(job=jobs.job_current(running)))
         page.locator("tr[data-project=running] button.overview-cancel").click()
         expect(message).to_contain_text("cancel: no job of running in a state that allows it")
         page.screenshot(path=str(ARTIFACTS / "overview-refused-action.png"), full_page=True)

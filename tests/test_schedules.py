@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from console import jobs
+from console import jobs, steering
 from console.models import Job
 from crawl.models import Page, Project
 from crawl.services.recrawl_schedules import task_name, tick_seconds
@@ -36,7 +36,7 @@ def test_cancelling_a_job_leaves_the_recrawl_schedule_running(project):
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.RECRAWL, trigger=T)
     owed = add_page(project, "http://a.test/owed", "queued")
     due = add_page(project, "http://a.test/due", "done", next_fetch_at=timezone.now() - timedelta(minutes=1))
-    assert jobs.job_cancel(job=job)
+    assert steering.job_cancel(job=job)
     assert Project.objects.get(id=project.id).status == "stopped", "no work is handed out"
     assert schedule_enabled(project), "cancelling one run does not turn monitoring off"
     assert dispatch_task(project_id=project.id) == 1, "the next tick recrawls as scheduled"
@@ -48,19 +48,19 @@ def test_cancelling_a_job_leaves_the_recrawl_schedule_running(project):
 
 
 def test_pausing_a_project_turns_its_schedule_off_and_resume_on(project):
-    assert jobs.project_pause(project=project)
+    assert steering.project_pause(project=project)
     assert not schedule_enabled(project)
     add_page(project, "http://a.test/due", "done", next_fetch_at=timezone.now() - timedelta(minutes=1))
     assert dispatch_task(project_id=project.id) == 0, "a paused project's tick queues nothing"
     assert Project.objects.get(id=project.id).status == "paused"
-    jobs.project_resume(project=project)
+    steering.project_resume(project=project)
     assert schedule_enabled(project)
 
 
 def test_a_stopped_project_can_still_be_paused(project):
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=T)
-    jobs.job_cancel(job=job)
-    assert jobs.project_pause(project=project)
+    steering.job_cancel(job=job)
+    assert steering.project_pause(project=project)
     assert (Project.objects.get(id=project.id).status, schedule_enabled(project)) == ("paused", False)
 
 

@@ -10,10 +10,10 @@ import pytest
 from django.core.management import call_command
 from django.utils.html import escape
 
+from console.tryurl import trial_report, try_url
 from core.canonical import Scope, canonicalize, url_key
 from crawl.frontier.discovery import pages_discover
 from crawl.models import Page, Project, Seed
-from scrape.debugger import trial_report, try_url
 from tests.servers import Site, SiteServer
 
 HTML = "text/html; charset=utf-8"

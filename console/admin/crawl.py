@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from console import jobs
+from console import jobs, steering
 from console.access import NETWORK_FIELDS, may, network_scope_fields, project_owner_add
 from console.admin.access import ProjectScopedAdmin
 from console.admin.project_forms import (
@@ -175,19 +175,19 @@ class ProjectAdmin(ProjectScopedAdmin):
 
     @admin.action(description="Start: a job that queues the seeds and everything owed", permissions=["run"])
     def start(self, request, queryset):
-        self._jobs(request, queryset, jobs.crawl_start, "started")
+        self._jobs(request, queryset, steering.crawl_start, "started")
 
     @admin.action(
         description="Pause the current job and the recrawl schedule (claimed batches finish, queued work waits)",
         permissions=["run"],
     )
     def pause(self, request, queryset):
-        count = sum(jobs.project_pause(project=project) for project in queryset)
+        count = sum(steering.project_pause(project=project) for project in queryset)
         self.message_user(request, f"{count} projects paused.", messages.SUCCESS)
 
     @admin.action(description="Resume the paused job", permissions=["run"])
     def resume(self, request, queryset):
-        count = sum(jobs.project_resume(project=project) for project in queryset)
+        count = sum(steering.project_resume(project=project).changed for project in queryset)
         self.message_user(request, f"{count} projects resumed.", messages.SUCCESS)
 
     @admin.action(
@@ -195,7 +195,7 @@ class ProjectAdmin(ProjectScopedAdmin):
         permissions=["run"],
     )
     def cancel(self, request, queryset):
-        count = sum(jobs.job_cancel(job=job, user=request.user) for job in map(jobs.job_current, queryset) if job)
+        count = sum(steering.project_cancel(project=project, user=request.user) for project in queryset)
         self.message_user(request, f"{count} jobs cancelled.", messages.SUCCESS)
 
     @admin.action(
@@ -235,7 +235,7 @@ class ProjectAdmin(ProjectScopedAdmin):
         for project in queryset:
             try:
                 job, queued = start(project=project, trigger=Job.Trigger.ADMIN, user=request.user)
-            except jobs.ProjectFinished as finished:
+            except steering.ProjectFinished as finished:
                 self.message_user(request, f"{finished} (the actions Recrawl due and Recrawl now)", messages.WARNING)
                 continue
             url = reverse("admin:console_job_change", args=[job.id])

@@ -9,7 +9,7 @@ from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from console import jobs
+from console import jobs, steering
 from console.access import may
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.models import Job, JobLogEntry, WorkerBeat
@@ -91,13 +91,13 @@ class JobAdmin(ProjectScopedAdmin):
     def action_view(self, request, job_id: int, action: str):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        if action not in (*jobs.STEERS, "retry") or not may(request.user, "run"):
+        if action not in (*steering.STEERS, "retry") or not may(request.user, "run"):
             raise PermissionDenied
         job = get_object_or_404(self.get_queryset(request), id=job_id)
         if action == "retry":
             result = jobs.job_retry_failed(job=job, trigger=Job.Trigger.ADMIN, user=request.user)[0]
         else:
-            result = jobs.job_steer(job=job, action=action, user=request.user)
+            result = steering.job_steer(job=job, action=action, user=request.user)
         if isinstance(result, Job):
             self.message_user(request, f"Failures of job {job.id} retried as job {result.id}.", messages.SUCCESS)
             return HttpResponseRedirect(reverse("admin:console_job_change", args=[result.id]))
@@ -107,7 +107,7 @@ class JobAdmin(ProjectScopedAdmin):
 
 
 def _actions_of(job: Job) -> list[tuple[str, str]]:
-    actions = [(action, action.capitalize()) for action in jobs.job_actions(job)]
+    actions = [(action, action.capitalize()) for action in steering.job_actions(job)]
     return actions + ([("retry", "Retry failed")] if jobs.job_has_failures(job) else [])
 
 

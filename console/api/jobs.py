@@ -7,7 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console import jobs
+from console import jobs, steering
 from console.models import Job
 
 from . import serializers as s
@@ -83,19 +83,19 @@ class JobViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         job = self.get_object()
-        return self._done(job, jobs.job_cancel(job=job, user=request.user), "cancelled")
+        return self._done(job, steering.job_cancel(job=job, user=request.user), "cancelled")
 
     @extend_schema(request=None, responses=JobSerializer, summary="Pause a running job")
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, pk: str) -> Response:
         job = self.get_object()
-        return self._done(job, jobs.job_pause(job=job), "paused")
+        return self._done(job, steering.job_pause(job=job), "paused")
 
     @extend_schema(request=None, responses=JobSerializer, summary="Resume a paused job")
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str) -> Response:
         job = self.get_object()
-        return self._done(job, jobs.job_resume(job=job), "resumed")
+        return self._done(job, steering.job_resume(job=job), "resumed")
 
     @extend_schema(request=None, responses=JobSerializer, summary="Retry the job's failures as a new job")
     @action(detail=True, methods=["post"], url_path="retry-failed")

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from console import jobs
+from console import jobs, steering
 from console.access import may, network_changes, network_refusal, project_owner_add
 from console.exports import CONTENT_TYPES, export_response
 from console.health import health_figures, project_health
@@ -83,8 +83,8 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         frontier and everything queued is published. The answer names the job (/api/jobs/<id>/)."""
         project = self.get_object()
         try:
-            _job, published = jobs.crawl_start(project=project, trigger=Job.Trigger.API, user=request.user)
-        except jobs.ProjectFinished as finished:
+            _job, published = steering.crawl_start(project=project, trigger=Job.Trigger.API, user=request.user)
+        except steering.ProjectFinished as finished:
             recrawl = reverse("project-recrawl", args=[project.slug])
             offer = {"recrawl_due": {"POST": recrawl, "body": {"due": True}}, "recrawl": {"POST": recrawl}}
             return Response({"detail": str(finished), "offer": offer}, status=409)
@@ -95,14 +95,14 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     def pause(self, request: Request, slug: str) -> Response:
         """Stop handing out the project's work (its job pauses); claimed batches finish, queued rows stay."""
         project = self.get_object()
-        return self._result(project, changed=jobs.project_pause(project=project))
+        return self._result(project, changed=steering.project_pause(project=project))
 
     @extend_schema(request=None, responses=s.PublishedResultSerializer, summary="Resume a paused crawl")
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, slug: str) -> Response:
         """Make the project (and its paused job) active again and republish its queued work."""
         project = self.get_object()
-        jobs.project_resume(project=project)
+        steering.project_resume(project=project)
         return self._result(project, published=project_progress(project)["pending"])
 
     @extend_schema(

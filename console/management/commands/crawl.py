@@ -1,6 +1,7 @@
 """python manage.py crawl URL [URL ...]: crawl as a job until the project owes no more work, then
-print the job's summary (its own counts, not earlier runs'). The run is crawlhub.run() (the Python
-API): Ctrl-C and SIGTERM stop its embedded worker and pause the job, and the next crawl resumes it.
+print the job's summary (its own counts, not earlier runs'). The run is console/job_runs.py's, the
+same as the Python API's crawlhub.run(): Ctrl-C and SIGTERM stop its embedded worker and pause the
+job, and the next crawl resumes it.
 
 Embedded (the default filesystem broker): this command starts the Celery worker itself.
 Distributed (a real broker): it enqueues and waits for the external `celery worker -Q ...` processes.
@@ -16,13 +17,12 @@ from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.live import Live
 
-import crawlhub
+from console.job_runs import POLL_SECONDS, Run, crawl_run
 from console.management.commands._crawl_summary import crawl_summary, progress_table, report_lines, unfinished_text
 from console.models import Job
 from console.selectors import retrying_text
 from crawl.models import Page, Project
-from crawl.services.projects import project_name_for, project_named_alike, seed_problem
-from crawlhub.runner import POLL_SECONDS
+from crawl.services.projects import project_get_or_create, project_name_for, project_named_alike, seed_problem
 
 
 def _bounded(low: int, high: int | None = None):
@@ -132,14 +132,12 @@ class Command(BaseCommand):
             hint = " (--allow-private allows loopback and private addresses)" if self._private_refused(summary) else ""
             raise CommandError(f"nothing could be crawled: job {job.id} failed, {job.message}{hint}")
 
-    def _run(self, project: Project, opts) -> crawlhub.Run:
-        """The job, run by crawlhub.run(): progress on a live table on a terminal, else as lines."""
+    def _run(self, project: Project, opts) -> Run:
+        """The job, run as crawlhub.run() runs it: progress on a live table on a terminal, else as lines."""
         run = functools.partial(
-            crawlhub.run,
+            crawl_run,
             project,
-            urls=opts["urls"],
-            sitemaps=opts["sitemap"],
-            feeds=opts["feed"],
+            seeds={"page": list(opts["urls"]), "sitemap": list(opts["sitemap"]), "feed": list(opts["feed"])},
             recrawl=opts["recrawl"],
             workers=opts["workers"],
             timeout=opts["timeout"],
@@ -164,8 +162,8 @@ class Command(BaseCommand):
                 self.stderr.write(f"project {existing.slug}: private addresses allowed from now on (--allow-private)")
             elif existing.allow_private and not opts["allow_private"]:
                 self.stderr.write(f"project {existing.slug} allows private addresses (set earlier)")
-        return crawlhub.project(
-            name,
+        return project_get_or_create(
+            name=name,
             max_depth=opts["max_depth"],
             max_pages=opts["max_pages"],
             allow_private=True if opts["allow_private"] else None,

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from console import jobs
+from console import jobs, steering
 from console.management.commands._project import project_arg
 from console.models import Job
 
@@ -51,7 +51,7 @@ class Command(BaseCommand):
         if job is None:
             raise CommandError(f"no job {job_id}")
         if opts["cancel"]:
-            if not jobs.job_cancel(job=job):
+            if not steering.job_cancel(job=job):
                 raise CommandError(f"job {job.id} has already ended ({job.state})")
             self.stdout.write(f"job {job.id} cancelled; `crawl` or Start resumes its project's work")
             return

@@ -2,8 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from console import jobs
-from console.control import project_pause
+from console import jobs, steering
 from console.management.commands._project import project_arg
 from crawl.models import Page
 
@@ -21,7 +20,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         project = project_arg(opts["project"])
         job = jobs.job_current(project)
-        changed = jobs.job_pause(job=job) if job else project_pause(project=project)
+        changed = steering.project_pause(project=project)
         waiting = Page.objects.filter(project=project, state=Page.State.QUEUED).count()
         state = "paused" if changed else "already paused"
         which = f" (job {job.id})" if job else ""

@@ -2,8 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from console import jobs
-from console.control import project_resume
+from console import jobs, steering
 from console.management.commands._project import project_arg
 from console.models import Job
 
@@ -19,12 +18,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         project = project_arg(opts["project"])
-        was = project.status
         job = jobs.job_current(project)
+        resumed = steering.project_resume(project=project)
         if job is not None and job.state == Job.State.PAUSED:
-            jobs.job_resume(job=job)
             self.stdout.write(f"{project.slug}: job {job.id} resumed")
             return
-        published = project_resume(project=project)
-        state = "resumed" if was != project.status else "already active"
-        self.stdout.write(f"{project.slug}: {state}; {published} queued pages published")
+        state = "resumed" if resumed.changed else "already active"
+        self.stdout.write(f"{project.slug}: {state}; {resumed.published} queued pages published")

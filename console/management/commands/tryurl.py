@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from console.management.commands._project import project_arg
-from scrape.debugger import fate_groups, trial_report, try_url
+from console.tryurl import fate_groups, trial_report, try_url
 
 
 class Command(BaseCommand):

@@ -1,8 +1,8 @@
 """Try one URL the way the crawl would: the same request (a seed's method, body and headers), the
 same fetch (headless Chromium for render_js projects), the same extraction, and each link's fate as
 discovery and the fetch stage would decide it. Writes nothing but the shared robots.txt cache
-(pyspider's debugger, without running arbitrary code). Used by `manage.py tryurl` and the admin's
-"Try a URL" page."""
+(pyspider's debugger, without running arbitrary code). Used by `manage.py tryurl`, the admin's
+"Try a URL" page and the API's /api/try/."""
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -20,9 +20,8 @@ from crawl.services.rendering import render_page
 from crawl.services.robots_cache import robots_policies
 from crawl.services.sessions import session_load
 from scrape.extraction import PageResult, extract_page, extraction_fields
-
-from .extractors import media_kind_of
-from .rules import RuleError, compile_css, compile_xpath, match_texts, parse_html
+from scrape.extractors import media_kind_of
+from scrape.rules import RuleError, compile_css, compile_xpath, match_texts, parse_html
 
 MAX_MATCHES = 50  # texts of a tried selector's matches shown (all are counted)
 FOLLOW = "follow"

@@ -8,26 +8,34 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import kombu.exceptions
 import redis.exceptions
 from django import db
 from django.conf import settings
 
-from console import control
-from console.jobs import job_begin, job_finish, job_pause, job_resume, jobs_tick
+from console.jobs import job_current, job_finish, jobs_tick
 from console.models import Job
 from console.selectors import project_progress, project_work_owed, stage_backlog
+from console.steering import crawl_start, job_pause
 from console.workers import stage_warnings
-from crawl.frontier.assets import assets_publish_owed
-from crawl.frontier.pages import pages_publish_owed
 from crawl.frontier.reaper import reap
-from crawl.frontier.stages import job_scope
-from crawl.models import Page, Project
-from crawl.services.projects import seeds_add, seeds_retry_failed
-from crawlhub.api import Run
+from crawl.models import Project
 from crawlproject.processes import EmbeddedWorker
 from sinks.delivery import sinks_owed, sinks_tick
+
+
+@dataclass
+class Run:
+    """How run() ended: the job (its state and counts: `job.state`, console.jobs.job_counts(job)),
+    whether the project's work was all done, and whether a signal (Ctrl-C, SIGTERM) stopped it."""
+
+    job: Job
+    completed: bool
+    interrupted: bool = False
+    embedded: bool = False  # its workers ran in this process's children (and stopped with it)
+
 
 log = logging.getLogger("crawlhub.run")
 POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
@@ -56,8 +64,7 @@ def crawl_run(
 ) -> Run:
     """crawlhub.run(): begin (or resume) the job, queue its seeds, wait for its end, stop the workers."""
     started, notice = time.monotonic(), on_notice or log.info
-    job = job_for(project, kind=Job.Kind.RECRAWL if recrawl else Job.Kind.CRAWL, notice=notice)
-    job_queue(project, job, seeds=seeds, recrawl=recrawl)
+    job = job_start(project, seeds=seeds, recrawl=recrawl, notice=notice)
     completed = interrupted = False
     worker = None
     with sigterm_interrupts():
@@ -82,31 +89,21 @@ def crawl_run(
     return Run(job=job, completed=completed, interrupted=interrupted, embedded=worker is not None)
 
 
-def job_for(project: Project, *, kind: str, notice: Callable[[str], None]) -> Job:
-    """The project's job: a new one, the one running, or its paused one, resumed."""
-    job, created = job_begin(project=project, kind=kind, trigger=Job.Trigger.COMMAND)
-    if job.state == Job.State.PAUSED:
-        job_resume(job=job)
+def job_start(project: Project, *, seeds: dict[str, list[str]], recrawl: bool, notice: Callable[[str], None]) -> Job:
+    """Start the project as every door does (console.steering.crawl_start), with the seeds given
+    (refused ones become failed rows saying why), and say whether the job is new, the running one
+    joined or the paused one resumed. A finished project runs a job that reports nothing to do."""
+    before = job_current(project)
+    job, _queued = crawl_start(
+        project=project, trigger=Job.Trigger.COMMAND, seeds=seeds, recrawl=recrawl, refuse_finished=False
+    )
+    if before is None or before.id != job.id:
+        notice(f"job {job.id} of project {project.slug}")
+    elif before.state == Job.State.PAUSED:
         notice(f"resumed the paused job {job.id} of project {project.slug}")
     else:
-        notice(f"{'job' if created else 'joined the running job'} {job.id} of project {project.slug}")
+        notice(f"joined the running job {job.id} of project {project.slug}")
     return job
-
-
-def job_queue(project: Project, job: Job, *, seeds: dict[str, list[str]], recrawl: bool) -> None:
-    """Activate the project, add the seeds (refused ones become failed rows saying why, and failed
-    seeds get another chance) and publish everything owed, as the job."""
-    with job_scope(job.id):
-        control.project_activate(project=project)
-        new_ids = []
-        for kind, urls in seeds.items():
-            new_ids += seeds_add(project=project, urls=urls, kind=kind)
-        new_ids += seeds_retry_failed(project=project, urls=[u for urls in seeds.values() for u in urls])
-        # Work left over from an interrupted run is published now, not after the republish timeout.
-        pages_publish_owed(Page.objects.filter(project=project).exclude(id__in=new_ids))
-        assets_publish_owed(project.assets.all())
-        if recrawl:
-            control.pages_recrawl(project=project)
 
 
 @contextlib.contextmanager
