@@ -60,7 +60,7 @@ test: install-dev system-deps services
 # The whole fault-injection suite on a few thousand pages (tests/faults/), then the other suites' long fault
 # scenarios (marked `fault`: kills, outages, refusals that last); `make test` runs a quick subset.
 faults: install-dev system-deps services
-	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/test_fuzz_decoding.py $(PYTEST_ARGS)
+	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/core/test_fuzz_decoding.py $(PYTEST_ARGS)
 	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest -m fault tests --ignore=tests/faults $(PYTEST_ARGS)
 
 # The benchmark: crawlhub distributed and embedded, then Scrapy, on the same site; prints the ratio table

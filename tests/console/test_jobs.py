@@ -31,7 +31,7 @@ from crawl.frontier.stages import job_scope, publish_extract
 from crawl.models import Page, Project, Seed
 from media.models import MediaAsset
 from tests.conftest import beat_stop, last_json_line, run_manage
-from tests.test_admin_console import add_page
+from tests.console.test_admin_console import add_page
 
 T = Job.Trigger.COMMAND
 

@@ -9,9 +9,9 @@ from console.models import Job
 from crawl.models import Host, Page, Project
 from media.models import MediaAsset
 from scrape.models import RuleSet
+from tests.console.test_admin_console import add_page
+from tests.console.test_permissions import HTML, api, member, teams  # noqa: F401 - fixtures (F811 below)
 from tests.servers import Site, SiteServer
-from tests.test_admin_console import add_page
-from tests.test_permissions import HTML, api, member, teams  # noqa: F401 - fixtures (F811 below)
 
 pytestmark = pytest.mark.django_db
 

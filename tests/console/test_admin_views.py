@@ -223,7 +223,7 @@ def test_the_browsers_favicon_request_finds_an_icon(client):
 
 def test_a_page_is_a_record_to_view_without_save_or_delete(admin_client):
     from crawl.models import Page, Project
-    from tests.test_admin_console import add_page
+    from tests.console.test_admin_console import add_page
 
     page = add_page(Project.objects.create(name="rec", slug="rec"), "http://a.test/", "done")
     html = admin_client.get(f"/admin/crawl/page/{page.id}/change/").content.decode()

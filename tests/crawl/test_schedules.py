@@ -12,7 +12,7 @@ from console.models import Job
 from crawl.models import Page, Project
 from crawl.services.schedules import task_name, tick_seconds
 from crawl.tasks import dispatch_task
-from tests.test_admin_console import add_page
+from tests.console.test_admin_console import add_page
 
 T = Job.Trigger.COMMAND
 

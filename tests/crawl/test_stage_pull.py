@@ -21,9 +21,9 @@ from crawl.services.projects import project_get_or_create, seeds_add
 from crawl.tasks import reap_task
 from media.models import MediaAsset
 from tests.conftest import BASE_DIR, export_pages
+from tests.media.test_media_politeness import NO_ROBOTS, gallery_site
 from tests.servers import SiteServer
-from tests.test_distributed import crawl_args
-from tests.test_media_politeness import NO_ROBOTS, gallery_site
+from tests.system.test_distributed import crawl_args
 
 pytestmark = pytest.mark.integration
 SLOW_REPUBLISH = {"CRAWL_REPUBLISH_SECONDS": "300"}

@@ -66,7 +66,7 @@ def test_the_same_text_at_two_urls_gets_the_same_fingerprint(db):
 
 
 def test_the_page_item_keeps_links_with_anchor_text_and_main_text_when_asked(db):
-    article = (Path(__file__).parent / "fixtures" / "article.html").read_bytes()
+    article = (Path(__file__).parents[1] / "fixtures" / "article.html").read_bytes()
     plain = Project(name="plain", slug="plain")
     reader = Project(name="reader", slug="reader", main_text=True)
     url = "https://news.example.com/2026/11/park.html"

@@ -21,7 +21,7 @@ from scrape.extractors import extract_html
 from scrape.models import Item, RuleSet
 from scrape.rules import RuleError
 from scrape.services import items_store, pages_extract
-from tests.test_admin_console import add_form_data
+from tests.console.test_admin_console import add_form_data
 
 PROJECTS = "/admin/crawl/project/"
 DOCS_PAGE = b"""<!doctype html>

@@ -55,7 +55,7 @@ ANONYMOUS_REQUESTS = [
 
 @pytest.fixture
 def token(django_user_model) -> Token:
-    # A superuser: these tests are about the API's behaviour; tests/test_permissions.py is about who may.
+    # A superuser: these tests are about the API's behaviour; tests/console/test_permissions.py is about who may.
     user = django_user_model.objects.create_user("operator", password="not-used", is_superuser=True)
     return Token.objects.create(user=user)
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scrape.rules import CompiledRules, RuleError, RuleResult, compile_rules, rules_version
 
-FIXTURES = Path(__file__).parent / "fixtures" / "rules"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "rules"
 LISTING_URL = "https://shop.example.com/category/widgets?page=1"
 PRODUCT_RULES = {
     "name": "products",

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scrape.extractors import Extraction, absolute_http_url, extract_html, looks_like_html, media_kind_of
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 PAGE_URL = "https://news.example.com/local/2024/park.html"
 
 

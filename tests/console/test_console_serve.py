@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import BASE_DIR
-from tests.test_admin_browser import ARTIFACTS, chromium_page
+from tests.console.test_admin_browser import ARTIFACTS, chromium_page
 
 pytestmark = [
     pytest.mark.integration,

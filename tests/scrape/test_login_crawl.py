@@ -14,10 +14,10 @@ from crawl.models import Page, SessionCookie
 from crawl.services.projects import project_get_or_create
 from scrape.models import Item
 from tests.conftest import run_manage
+from tests.console.test_admin_browser import PASSWORD as ADMIN_PASSWORD
+from tests.console.test_admin_browser import chromium_page, log_in
 from tests.login_spiders import PASSWORD, USER
 from tests.servers import Site, SiteServer
-from tests.test_admin_browser import PASSWORD as ADMIN_PASSWORD
-from tests.test_admin_browser import chromium_page, log_in
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,8 +16,8 @@ from django.conf import settings
 
 from core.net import guard as netguard
 from core.net.browser import Renderer
+from tests.core.test_render import AGENT, page, serve
 from tests.servers import ForwardProxy, Victim
-from tests.test_render import AGENT, page, serve
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="chromium is not installed (run scripts/system-deps.sh)"

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from tests.conftest import BASE_DIR, last_json_line, run_manage
+from tests.console.test_crawl_command import HTML, small_site
 from tests.servers import Site, SiteServer
-from tests.test_crawl_command import HTML, small_site
 
 pytestmark = pytest.mark.integration
 

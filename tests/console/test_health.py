@@ -149,7 +149,7 @@ def test_a_condition_back_within_the_cooldown_is_not_announced_until_it_ends(pro
 def test_owed_work_without_a_worker_and_a_blocked_host_alert_and_recover(project, monkeypatch):
     from console.models import WorkerBeat
     from crawl.models import Host
-    from tests.test_admin_console import add_page
+    from tests.console.test_admin_console import add_page
 
     page = add_page(project, "http://shop.test/a", "queued", next_fetch_at=T0 - timedelta(hours=1))
     count(project, timezone.now(), {("host", "shop.test", "fetch_ok"): 1}, monkeypatch)
@@ -172,7 +172,7 @@ def test_owed_work_without_a_worker_and_a_blocked_host_alert_and_recover(project
 
 def test_a_running_job_with_owed_work_and_no_progress_is_stalled(project, monkeypatch):
     from console.models import Job
-    from tests.test_admin_console import add_page
+    from tests.console.test_admin_console import add_page
 
     job = Job.objects.create(project=project, trigger="admin", state="running", started_at=T0)
     Project.objects.filter(id=project.id).update(job_id=job.id)

@@ -5,7 +5,7 @@ from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset, PageAsset
 from media.services import assets_download
-from tests.test_gallerydl import fake_gallerydl  # noqa: F401 - the fake gallery-dl on PATH
+from tests.media.test_gallerydl import fake_gallerydl  # noqa: F401 - the fake gallery-dl on PATH
 
 
 def test_it_stores_each_gallery_file_as_an_asset_linked_to_the_gallery_pages(db, fake_gallerydl):  # noqa: F811

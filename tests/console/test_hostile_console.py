@@ -14,8 +14,8 @@ from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
 from scrape.models import Item, RuleSet
 from scrape.services import pages_extract
+from tests.console.test_admin_browser import chromium_page
 from tests.servers import Site, SiteServer
-from tests.test_admin_browser import chromium_page
 
 pytestmark = [
     pytest.mark.integration,

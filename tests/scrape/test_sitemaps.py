@@ -16,7 +16,7 @@ from lxml import etree
 
 from scrape.sitemaps import MAX_BYTES, Discovered, Listing, parse_feed, parse_listing, parse_sitemap
 
-FIXTURES = Path(__file__).parent / "fixtures" / "sitemaps"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "sitemaps"
 BASE = "https://www.example.com/sitemap.xml"
 PARSERS = [parse_sitemap, parse_feed, parse_listing]
 

@@ -18,8 +18,8 @@ from django.conf import settings
 from core.net import guard as netguard
 from core.net.client import SLOT_MISSED, ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
 from core.net.transport import AiohttpTransport, send_deadline
+from tests.core.test_fetcher import MB, QUICK, drain_accepts, run_download, run_fetch, unused_port
 from tests.servers import RawServer, answer, head, html, tls_context
-from tests.test_fetcher import MB, QUICK, drain_accepts, run_download, run_fetch, unused_port
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from playwright.sync_api import expect
 from console import jobs
 from console.models import Job
 from crawl.models import Project, Seed
-from tests.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in
-from tests.test_admin_console import add_page
+from tests.console.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in
+from tests.console.test_admin_console import add_page
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,8 +16,8 @@ from crawl.models import Host
 from crawl.services.projects import project_get_or_create, seeds_add
 from media.models import MediaAsset
 from media.services import assets_download
+from tests.crawl.test_politeness import crawl, start
 from tests.servers import Site, SiteServer
-from tests.test_politeness import crawl, start
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 ROBOTS_DELAY = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nCrawl-delay: 1\n")

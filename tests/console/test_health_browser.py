@@ -14,7 +14,7 @@ from console.health import counters_add
 from console.health_models import Monitor
 from console.monitors import monitor_run, monitors_ensure
 from crawl.models import Project
-from tests.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in
+from tests.console.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in
 
 pytestmark = [
     pytest.mark.integration,

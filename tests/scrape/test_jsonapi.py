@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scrape.jsonapi import ApiConfigError, ApiResult, compile_api_config, config_version
 
-FIXTURES = Path(__file__).parent / "fixtures" / "jsonapi"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "jsonapi"
 API_URL = "https://shop.example.com/api/v1/products?page=1"
 PRODUCT_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

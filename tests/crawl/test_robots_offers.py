@@ -11,8 +11,8 @@ from crawl.frontier.discovery import forget_scope, project_scope
 from crawl.models import Page, Project, Seed
 from crawl.services.fetching import pages_fetch
 from crawl.services.projects import seeds_add
+from tests.console.test_permissions import change_form_data
 from tests.servers import Site, SiteServer
-from tests.test_permissions import change_form_data
 
 pytestmark = pytest.mark.django_db
 HTML = {"Content-Type": "text/html; charset=utf-8"}
