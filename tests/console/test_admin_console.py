@@ -295,3 +295,25 @@ def test_the_project_list_links_to_the_dashboard_and_the_exports(admin_client, p
     assert f'href="/admin/crawl/project/{project.id}/export/?format=csv&what=items"' in body
     response = run_action(admin_client, PROJECTS, "export_pages", [project.id])
     assert response["Location"] == f"/admin/crawl/project/{project.id}/export/?format=jsonl&what=pages"
+
+
+def test_the_admin_refuses_bad_patterns_and_lists_naming_the_line(admin_client):
+    data = add_form_data(admin_client.get(f"{PROJECTS}add/"))
+    data |= {
+        "name": "refused",
+        "slug": "refused",
+        "allow_patterns": r"/p\d{1,3}\.html" + "\n[a-",
+        "media_page_patterns": "(?P<x",
+        "media_extensions": ".jpg, .mp4",
+        "media_mime_types": "image/*\nvideo",
+        "allowed_domains": "a.test, b.test",
+    }
+    response = admin_client.post(f"{PROJECTS}add/", data)
+    assert response.status_code == 200, "the form comes back with the errors"
+    errors = response.context["adminform"].form.errors
+    assert errors["allow_patterns"][0].startswith("line 2: '[a-' is not a regular expression")
+    assert errors["media_page_patterns"][0].startswith("line 1: '(?P<x' is not a regular expression")
+    assert errors["media_extensions"] == ["line 1: '.jpg, .mp4' is not a file extension (one per line)"]
+    assert errors["media_mime_types"] == ["line 2: 'video' is not a MIME type (one per line)"]
+    assert errors["allowed_domains"] == ["line 1: 'a.test, b.test' is not one host name (one per line)"]
+    assert not Project.objects.filter(slug="refused").exists()

@@ -559,3 +559,18 @@ def test_it_answers_404_for_an_invalid_cursor(api, shop, cursor):
     response = api.get("/api/pages/", {"cursor": cursor})
     assert response.status_code == 404
     assert response.json() == {"detail": "Invalid cursor"}
+
+
+def test_the_api_refuses_a_bad_regex_naming_the_line_and_takes_a_good_one(django_user_model):
+    Project.objects.create(name="api", slug="api")
+    token = Token.objects.create(user=django_user_model.objects.create_user("operator", is_superuser=True))
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    bad = api.patch("/api/projects/api/", {"gallery_page_patterns": "/album/\n*oops"}, format="json")
+    assert bad.status_code == 400
+    assert bad.json()["gallery_page_patterns"][0].startswith("line 2: '*oops' is not a regular expression")
+    bad = api.patch("/api/projects/api/", {"media_mime_types": "image/png,video/mp4"}, format="json")
+    assert bad.json()["media_mime_types"] == ["line 1: 'image/png,video/mp4' is not a MIME type (one per line)"]
+    good = api.patch("/api/projects/api/", {"allow_patterns": r"/p\d{1,3}\.html"}, format="json")
+    assert good.status_code == 200
+    assert Project.objects.get(slug="api").allow_patterns == r"/p\d{1,3}\.html"

@@ -1,5 +1,6 @@
 """Exports stream in bounded chunks: every asset once, each with all the pages that reference it; the
-items CSV has a column per field; exports filter by kind, job and time."""
+items CSV has a column per field; exports filter by kind, job and time; no CSV cell can be read as a
+spreadsheet formula."""
 
 import csv
 import io
@@ -12,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from console.exports import export_rows
+from console.exports import export_response, export_rows, write_csv
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset, PageAsset
@@ -103,3 +104,35 @@ def test_exports_are_filtered_by_kind_job_and_time(db, admin_client):
     assert bad.status_code == 400 and "since" in bad.json()
     with pytest.raises(CommandError, match="--since: 'yesterday' is not a time"):
         export_command("--what", "items", "--since", "yesterday")
+
+
+def test_it_writes_text_that_starts_like_a_formula_behind_a_quote():
+    cells = ['=HYPERLINK("http://evil")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "a-b", "", "ok"]
+    out = io.StringIO()
+    write_csv([{"title": c, "depth": -5, "data": {"=k": "=v"}} for c in cells], out, ["title", "depth", "data"])
+    rows = list(csv.DictReader(io.StringIO(out.getvalue(), newline="")))
+    assert [r["title"] for r in rows] == ["'" + c for c in cells[:6]] + ["a-b", "", "ok"]
+    assert {r["depth"] for r in rows} == {"-5"}, "numbers are numbers, not text"
+    assert {r["data"] for r in rows} == {'{"=k": "=v"}'}, "JSON starts with {"
+
+
+def test_a_formula_after_a_cell_separator_is_escaped():
+    """A spreadsheet that splits on ";" (or "|", or a tab) reads x;=cmd as a second cell =cmd."""
+    cells = ["x;=cmd|' /C calc'!A0", "a|+1", "b\t@SUM(A1)", "c,-1", "ok; fine", "a-b;c"]
+    out = io.StringIO()
+    write_csv([{"title": c, "depth": 3, "data": {"k": "x;=1"}} for c in cells], out, ["title", "depth", "data"])
+    rows = [r["title"] for r in csv.DictReader(io.StringIO(out.getvalue(), newline=""))]
+    assert rows == ["x;'=cmd|' /C calc'!A0", "a|'+1", "b\t'@SUM(A1)", "c,'-1", "ok; fine", "a-b;c"]
+    assert "x;'=1" in out.getvalue() and "x;=1" not in out.getvalue(), "JSON cells too"
+    for separator in ";|\t,":
+        split = [part for row in rows for part in row.split(separator)[1:]]
+        assert not [part for part in split if part.startswith(("=", "+", "-", "@"))], separator
+
+
+def test_the_streamed_csv_export_escapes_formulas_too(db):
+    project = project_get_or_create(name="csv-injection")
+    url = "http://a.test/"
+    Page.objects.create(project=project, url=url, url_key="1" * 64, host="a.test", title="=cmd|' /C calc'!A0")
+    body = b"".join(export_response(project, what="pages", fmt="csv").streaming_content).decode()
+    (row,) = csv.DictReader(io.StringIO(body, newline=""))
+    assert row["title"] == "'=cmd|' /C calc'!A0" and row["url"] == url

@@ -1,5 +1,6 @@
 """The frontier with real workers (PostgreSQL + Redis): poison work ends failed alone, waiting work
-is woken without the reaper, and priorities order the fetches."""
+is woken without the reaper, priorities order the fetches, and a URL trap ends at a new project's
+default caps (depth, pages per host)."""
 
 import itertools
 import time
@@ -125,3 +126,48 @@ def test_priorities_order_the_fetches(workers, worker_env):
     assert sorted(order[3:]) == [f"/p{i}.html" for i in range(7)]
     urgent = Page.objects.filter(project=project, priority=10).values_list("url", flat=True)
     assert sorted(u.rsplit("/", 1)[1] for u in urgent) == ["p7.html", "p8.html", "p9.html"]
+
+
+class TrapPages(dict):
+    """Pages made up on request: /next/N links to /next/N+1, and /wide/N to ten new pages, for ever."""
+
+    def get(self, path, default=None):
+        kind, _, n = path.strip("/").partition("/")
+        if kind not in ("next", "wide") or not n.isdigit():
+            return (404, HTML, b"") if path == "/robots.txt" else default
+        later = [int(n) + 1] if kind == "next" else range(int(n) * 10 + 1, int(n) * 10 + 11)
+        links = "".join(f'<a href="/{kind}/{m}">{m}</a>' for m in later)
+        return 200, HTML, f"<html><body><h1>{kind} {n}</h1>{links}</body></html>".encode()
+
+
+def trap_crawl(env, url: str, project: str) -> None:
+    done = run_manage(["crawl", url, "--workers", "0", "--project", project, "--timeout", "240"], env)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.integration
+def test_an_endless_chain_of_next_links_stops_at_the_default_depth(workers, worker_env, settings):
+    site = Site(files=TrapPages())
+    with SiteServer(site) as server:
+        project = project_get_or_create(name="chain-trap", allow_private=True, download_media=False)
+        for stage in ("fetch", "extract"):
+            workers.start(stage, stage, concurrency=1)
+        trap_crawl(worker_env, f"{server.url}/next/0", "chain-trap")
+    depth = settings.CRAWL_DEFAULT_MAX_DEPTH
+    fetched = sorted(int(p.rsplit("/", 1)[1]) for p in set(server.paths()) if p.startswith("/next/"))
+    assert fetched == list(range(depth + 1))
+    assert Page.objects.filter(project=project).count() == depth + 1
+
+
+@pytest.mark.integration
+def test_a_trap_that_fans_out_stops_at_the_default_per_host_cap(workers, worker_env, settings):
+    settings.CRAWL_DEFAULT_MAX_PAGES_PER_HOST = 40  # the default a new project takes (100,000 unless set)
+    site = Site(files=TrapPages())
+    with SiteServer(site) as server:
+        project = project_get_or_create(name="fan-trap", allow_private=True, download_media=False)
+        assert project.max_pages_per_host == 40
+        for stage in ("fetch", "extract"):
+            workers.start(stage, stage, concurrency=1)
+        trap_crawl(worker_env, f"{server.url}/wide/0", "fan-trap")
+    assert Page.objects.filter(project=project).count() == 40
+    assert len({p for p in server.paths() if p.startswith("/wide/")}) == 40

@@ -1,9 +1,12 @@
 """media.rules and media.sniff: pure decisions, no database."""
 
+import time
+
 import pytest
 
 from media.rules import MediaRules
 from media.sniff import sniff_mime
+from tests.core.test_patterns import BOUND, HOSTILE, SLOW
 
 
 def rules(**kw) -> MediaRules:
@@ -62,3 +65,10 @@ def test_it_picks_the_downloader_by_url():
 )
 def test_it_sniffs_what_the_bytes_really_are(head, mime):
     assert sniff_mime(head) == mime
+
+
+def test_a_catastrophic_media_page_pattern_gives_up_in_bounded_time():
+    rules = MediaRules.build(kinds=["video"], page_patterns=[SLOW])
+    started = time.monotonic()
+    assert rules.downloader_for(f"http://a.test/{HOSTILE}") == "http"
+    assert time.monotonic() - started < BOUND

@@ -1,98 +1,34 @@
-"""Extraction fixes: text keeps its word boundaries, a rule set's items are of its own kind, pattern
-lists split on lines only, every way in validates the list fields, and a response that is not HTML
-is done without being parsed."""
+"""The extract stage on the real database (scrape.decide, scrape.services): each rule set's items are
+of its own kind, a response that is not HTML is done without being parsed, nofollow is obeyed, a
+spider's request keeps its route across a redirect, a regex that backtracks catastrophically is
+reported on its item, and stored JSON is mended only where PostgreSQL would refuse it."""
 
 import hashlib
+import logging
+import time
 import zlib
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from console.jobs import job_counts
 from console.models import Job
 from console.selectors import project_progress
-from core.canonical import parse_lines
-from crawl.frontier.discovery import project_scope
 from crawl.models import Page, PageContent, Project
 from scrape.decide import extract_page
-from scrape.extractors import extract_html
 from scrape.models import Item, RuleSet
 from scrape.rules import RuleError
 from scrape.services import items_store, pages_extract
-from tests.console.test_admin_console import add_form_data
+from tests.core.test_patterns import BOUND, SLOW
 
-PROJECTS = "/admin/crawl/project/"
-DOCS_PAGE = b"""<!doctype html>
-<html lang="en"><head><title>crawlhub docs</title><style>h1 { color: red }</style></head>
-<body>
-<nav><a href="/">Home</a> | <a href="/guide/">Guide</a></nav>
-<main>
-  <h1>Installing crawl<span>hub</span></h1>
-  <p>Install it with <code>pip</code>, then run
-     the <em>migrate</em> command.</p>
-  <h2>Requirements</h2>
-  <ul><li>Python 3.11</li><li>PostgreSQL<br>16 or newer</li></ul>
-  <ol><li><p>Clone</p></li><li>Configure</li></ol>
-  <table>
-    <thead><tr><th>Setting</th><th>Default</th></tr></thead>
-    <tbody><tr><td>CRAWL_MAX_ATTEMPTS</td><td>3</td></tr><tr><td>min_delay</td><td>0.0</td></tr></tbody>
-  </table>
-  <pre><code>make migrate
-make serve</code></pre>
-  <dl><dt>Seed</dt><dd>A start URL.</dd></dl>
-  <blockquote>Be polite.</blockquote><div>Last <b>up</b>dated: today</div>
-  <script>var hidden = "never text";</script>
-</main>
-<footer><p>&copy; crawlhub</p></footer>
-</body></html>"""
-
-
-def text_of(html: bytes) -> str:
-    return extract_html(html, "https://docs.example/").text
+DOCS_PAGE = (Path(__file__).parents[1] / "fixtures" / "docs_page.html").read_bytes()
 
 
 def add_page(project: Project, path: str, **fields) -> Page:
     url = f"http://a.test{path}"
     key = hashlib.sha256(url.encode()).hexdigest()
     return Page.objects.create(project=project, url=url, url_key=key, host="a.test", **fields)
-
-
-# --- 1. Text keeps word boundaries ------------------------------------------------------------
-
-
-def test_it_separates_blocks_and_keeps_inline_words_whole():
-    html = b"<h1>Title</h1><p>First para.</p><p>Second</p><ul><li>one</li><li>two</li></ul>"
-    assert text_of(html) == "Title\nFirst para.\nSecond\none\ntwo"
-    assert text_of(b"<p>wo<b>rd</b></p>") == "word"
-
-
-def test_it_keeps_the_word_boundaries_of_a_documentation_page():
-    assert text_of(DOCS_PAGE).split("\n") == [
-        "Home | Guide",
-        "Installing crawlhub",
-        "Install it with pip, then run the migrate command.",
-        "Requirements",
-        "Python 3.11",
-        "PostgreSQL",
-        "16 or newer",
-        "Clone",
-        "Configure",
-        "Setting Default",
-        "CRAWL_MAX_ATTEMPTS 3",
-        "min_delay 0.0",
-        "make migrate",
-        "make serve",
-        "Seed",
-        "A start URL.",
-        "Be polite.",
-        "Last updated: today",
-        "\u00a9 crawlhub",
-    ]
-
-
-# --- 2. A rule set's items are of its own kind -----------------------------------------------
 
 
 def test_two_unnamed_rule_sets_of_a_project_make_two_kinds_of_items_on_one_page(db):
@@ -129,68 +65,6 @@ def test_the_spec_name_overrides_the_kind_but_never_takes_another_rule_sets(db, 
     (message,) = response.context["adminform"].form.errors["name"]
     assert message.startswith("rule set 'listing' of this project already makes items of kind 'rule:offers'")
     assert RuleSet.objects.filter(project=project).count() == 2
-
-
-# --- 3. Pattern lists split on lines only ----------------------------------------------------
-
-
-def test_a_pattern_with_a_comma_stays_one_pattern_in_the_crawl_scope(db):
-    project = Project.objects.create(name="p", slug="p", allowed_domains="a.test", allow_patterns=r"/p\d{1,3}\.html")
-    assert parse_lines("/a/\n/p\\d{1,3}\\.html\r\n\n") == ["/a/", r"/p\d{1,3}\.html"]
-    scope = project_scope(project)
-    assert scope.rejects("http://a.test/p12.html", 0) is None
-    assert scope.rejects("http://a.test/p1234.html", 0) == "not_allowed"
-
-
-# --- 4. The same validators on every way in --------------------------------------------------
-
-
-def test_the_model_refuses_a_bad_regex_naming_its_line():
-    project = Project(name="bad", slug="bad", deny_patterns="/ok/\n\n(unclosed")
-    with pytest.raises(ValidationError) as refused:
-        project.full_clean(validate_unique=False)
-    (message,) = refused.value.message_dict["deny_patterns"]
-    assert message.startswith("line 3: '(unclosed' is not a regular expression: missing ), unterminated subpattern")
-
-
-def test_the_admin_refuses_bad_patterns_and_lists_naming_the_line(admin_client):
-    data = add_form_data(admin_client.get(f"{PROJECTS}add/"))
-    data |= {
-        "name": "refused",
-        "slug": "refused",
-        "allow_patterns": r"/p\d{1,3}\.html" + "\n[a-",
-        "media_page_patterns": "(?P<x",
-        "media_extensions": ".jpg, .mp4",
-        "media_mime_types": "image/*\nvideo",
-        "allowed_domains": "a.test, b.test",
-    }
-    response = admin_client.post(f"{PROJECTS}add/", data)
-    assert response.status_code == 200, "the form comes back with the errors"
-    errors = response.context["adminform"].form.errors
-    assert errors["allow_patterns"][0].startswith("line 2: '[a-' is not a regular expression")
-    assert errors["media_page_patterns"][0].startswith("line 1: '(?P<x' is not a regular expression")
-    assert errors["media_extensions"] == ["line 1: '.jpg, .mp4' is not a file extension (one per line)"]
-    assert errors["media_mime_types"] == ["line 2: 'video' is not a MIME type (one per line)"]
-    assert errors["allowed_domains"] == ["line 1: 'a.test, b.test' is not one host name (one per line)"]
-    assert not Project.objects.filter(slug="refused").exists()
-
-
-def test_the_api_refuses_a_bad_regex_naming_the_line_and_takes_a_good_one(django_user_model):
-    Project.objects.create(name="api", slug="api")
-    token = Token.objects.create(user=django_user_model.objects.create_user("operator", is_superuser=True))
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    bad = api.patch("/api/projects/api/", {"gallery_page_patterns": "/album/\n*oops"}, format="json")
-    assert bad.status_code == 400
-    assert bad.json()["gallery_page_patterns"][0].startswith("line 2: '*oops' is not a regular expression")
-    bad = api.patch("/api/projects/api/", {"media_mime_types": "image/png,video/mp4"}, format="json")
-    assert bad.json()["media_mime_types"] == ["line 1: 'image/png,video/mp4' is not a MIME type (one per line)"]
-    good = api.patch("/api/projects/api/", {"allow_patterns": r"/p\d{1,3}\.html"}, format="json")
-    assert good.status_code == 200
-    assert Project.objects.get(slug="api").allow_patterns == r"/p\d{1,3}\.html"
-
-
-# --- 5. A response that is not HTML is done, not parsed --------------------------------------
 
 
 def test_a_non_html_response_is_done_not_parsed_and_counted_apart(db):
@@ -267,3 +141,22 @@ def test_stored_json_is_mended_only_where_the_database_would_refuse_it():
     dirty = {"a\ud800": ["x\x00y", {"deep": float("nan")}, float("inf")], "ok": "fine"}
     assert _jsonb_safe(dirty) == {"a\ufffd": ["x\ufffdy", {"deep": None}, None], "ok": "fine"}
     assert _jsonb_safe("nul\x00") == "nul\ufffd" and _jsonb_safe([]) == []
+
+
+def test_a_catastrophic_field_regex_is_reported_on_the_item_through_the_real_extraction(db, caplog):
+    project = Project.objects.create(name="redos", slug="redos")
+    spec = {"fields": {"title": {"css": "h1"}, "code": {"css": "p.code", "regex": SLOW}}}
+    RuleSet.objects.create(project=project, name="slow", spec=spec)  # saved: the pattern passes validation
+    project.refresh_from_db()
+    page = Page.objects.create(
+        project=project, url="http://a.test/", url_key="0" * 64, host="a.test", content_type="text/html"
+    )
+    body = f'<h1>Hi</h1><p class="code">{"a" * 5000}!</p>'.encode()
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="crawlhub.patterns"):
+        items_store([extract_page(page, body, {"content-type": "text/html"})])
+    assert time.monotonic() - started < BOUND
+    item = Item.objects.get(page=page, kind="rule:slow")
+    assert item.data == {"title": "Hi", "code": None}
+    assert item.errors == [f"code: regex {SLOW!r} timed out (catastrophic backtracking): no match"]
+    assert "gave up after" in caplog.text

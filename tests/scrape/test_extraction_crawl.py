@@ -1,17 +1,20 @@
 """Extraction in the pipeline, with real workers: declarative rules (and re-extraction without
-refetching), the ID scraper, JSON API mode with schema validation, a Python spider, and tryurl."""
+refetching), the ID scraper, JSON API mode with schema validation, a Python spider, tryurl, and a
+rule whose regex backtracks catastrophically."""
 
 import json
+import time
 from urllib.parse import urlsplit
 
 import pytest
 
 from bench.check import canon_path
-from crawl.models import Page
+from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset
 from scrape.models import Item, RuleSet
 from tests.conftest import run_manage
+from tests.core.test_patterns import HOSTILE, SLOW
 from tests.servers import NOT_FOUND, Site, SiteServer
 
 pytestmark = pytest.mark.integration
@@ -197,3 +200,29 @@ def test_tryurl_prints_the_whole_extraction_and_writes_nothing(worker_env):
     for expected in ("200", "Category 1", "Product 10", "10.5", "/product/10.html", "rule:products"):
         assert expected in out, expected
     assert (Page.objects.count(), Item.objects.count(), MediaAsset.objects.count()) == counts
+
+
+@pytest.mark.integration
+def test_a_worker_finishes_a_page_that_makes_a_rule_backtrack_catastrophically(workers, worker_env):
+    site = Site()
+    site.files["/robots.txt"] = (404, HTML, b"")
+    long_text = "a" * 5000 + "!"
+    site.files["/"] = (200, HTML, f'<h1>Hi</h1><p class="code">{long_text}</p><a href="/{HOSTILE}">x</a>'.encode())
+    with SiteServer(site) as server:
+        project = project_get_or_create(name="redos-worker", allow_private=True, download_media=False)
+        Project.objects.filter(id=project.id).update(deny_patterns=SLOW)
+        spec = {"fields": {"code": {"css": "p.code", "regex": SLOW}}}
+        RuleSet.objects.create(project=project, name="slow", spec=spec)
+        for stage in ("fetch", "extract"):
+            workers.start(stage, stage, concurrency=1)
+        started = time.monotonic()
+        done = run_manage(
+            ["crawl", f"{server.url}/", "--workers", "0", "--project", "redos-worker", "--timeout", "120"], worker_env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert time.monotonic() - started < 60
+    item = Item.objects.get(page__url=f"{server.url}/", kind="rule:slow")
+    assert item.errors == [f"code: regex {SLOW!r} timed out (catastrophic backtracking): no match"]
+    assert f"/{HOSTILE}" not in server.paths(), "a deny pattern that gives up denies the link"
+    workers.stop_all(warm=True)
+    assert "gave up after" in (workers.log_dir / "extract.log").read_text()

@@ -11,6 +11,7 @@ from scrape.extractors import Extraction, absolute_http_url, extract_html, looks
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 PAGE_URL = "https://news.example.com/local/2024/park.html"
+DOCS_PAGE = (FIXTURES / "docs_page.html").read_bytes()  # blocks, inline markup, lists, a table, pre
 
 
 def extract_fixture(name: str, *, charset: str | None = None, base_url: str = PAGE_URL) -> Extraction:
@@ -544,3 +545,37 @@ def test_its_links_are_those_of_the_xpath_union_with_their_collapsed_text(parts)
 )
 def test_a_links_media_kind_is_read_from_its_path(url, kind):
     assert media_kind_of(url) == kind
+
+
+def text_of(html: bytes) -> str:
+    return extract_html(html, "https://docs.example/").text
+
+
+def test_it_separates_blocks_and_keeps_inline_words_whole():
+    html = b"<h1>Title</h1><p>First para.</p><p>Second</p><ul><li>one</li><li>two</li></ul>"
+    assert text_of(html) == "Title\nFirst para.\nSecond\none\ntwo"
+    assert text_of(b"<p>wo<b>rd</b></p>") == "word"
+
+
+def test_it_keeps_the_word_boundaries_of_a_documentation_page():
+    assert text_of(DOCS_PAGE).split("\n") == [
+        "Home | Guide",
+        "Installing crawlhub",
+        "Install it with pip, then run the migrate command.",
+        "Requirements",
+        "Python 3.11",
+        "PostgreSQL",
+        "16 or newer",
+        "Clone",
+        "Configure",
+        "Setting Default",
+        "CRAWL_MAX_ATTEMPTS 3",
+        "min_delay 0.0",
+        "make migrate",
+        "make serve",
+        "Seed",
+        "A start URL.",
+        "Be polite.",
+        "Last updated: today",
+        "\u00a9 crawlhub",
+    ]

@@ -1,5 +1,6 @@
 """scrape.sitemaps: sitemaps, feeds and text listings from saved bytes. Pure: no database, no network."""
 
+import codecs
 import gzip
 import socket
 import time
@@ -430,3 +431,45 @@ def test_it_never_raises_and_returns_only_absolute_http_urls(body, base_url, con
         assert parts.scheme in ("http", "https")
         assert parts.hostname
         assert found.lastmod is None or found.lastmod.tzinfo == UTC
+
+
+URLSET = '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>{loc}</loc></url></urlset>'
+
+
+def billion_laughs_in_utf7(root: str) -> bytes:
+    levels = ['<!ENTITY lol0 "lol">'] + [f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10)]
+    text = f"<!DOCTYPE lolz [{''.join(levels)}]>{root.replace('LOL', '&lol9;')}"
+    hidden = text.replace("<", "+ADw-").replace("!", "+ACE-").replace(">", "+AD4-")  # valid UTF-7
+    assert b"<!" not in hidden.encode() and codecs.decode(hidden.encode(), "utf-7") == text
+    return b'<?xml version="1.0" encoding="UTF-7"?>' + hidden.encode()
+
+
+@pytest.mark.parametrize("parse", PARSERS)
+@pytest.mark.parametrize(
+    "root",
+    [URLSET.format(loc="http://a.com/LOL"), "<rss><channel><item><link>http://a.com/LOL</link></item></channel></rss>"],
+)
+def test_it_refuses_a_billion_laughs_hidden_in_utf7(parse, root):
+    started = time.monotonic()
+    assert parse(billion_laughs_in_utf7(root), base_url=BASE) == Listing("unknown", error="unsafe_xml")
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize("encoding", ["utf-7", "cp037", "x-unknown-charset"])
+def test_it_refuses_xml_declared_in_an_encoding_a_byte_search_cannot_read(encoding):
+    body = f'<?xml version="1.0" encoding="{encoding}"?>{URLSET.format(loc="http://a.com/x")}'.encode()
+    assert parse_sitemap(body, base_url=BASE).error == "unsafe_xml"
+    assert parse_listing(body, base_url=BASE).error == "unsafe_xml"
+
+
+@pytest.mark.parametrize("encoding", ["UTF-8", "utf-16", "UTF-16LE", "ISO-8859-1", "windows-1252", "Shift_JIS"])
+def test_it_still_reads_sitemaps_declared_in_ordinary_encodings(encoding):
+    xml = f'<?xml version="1.0" encoding="{encoding}"?>{URLSET.format(loc="http://a.com/caf%C3%A9")}'
+    body = (codecs.BOM_UTF16_LE if encoding == "UTF-16LE" else b"") + xml.encode(encoding)
+    for parse in (parse_sitemap, parse_listing):
+        listing = parse(body, base_url=BASE)
+        assert (listing.kind, listing.error, [u.url for u in listing.urls]) == (
+            "urlset",
+            "",
+            ["http://a.com/caf%C3%A9"],
+        )
