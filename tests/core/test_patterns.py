@@ -33,8 +33,11 @@ def test_it_refuses_nested_repeats_in_a_projects_patterns_and_rule_sets(pattern)
     "pattern", [r"/p\d{1,3}\.html", r"(/[a-z]+)+/$", r"(?:[^/]+/)*index\.html", r"(\d{4}-?)+", r"(?i)/LOGIN", SLOW]
 )
 def test_it_accepts_patterns_whose_repeats_are_delimited(pattern):
-    regex_lines(pattern)
-    compile_rules({"follow": [pattern], "fields": {"p": {"css": "p", "regex": pattern}}})
+    assert patterns.pattern_problem(pattern) is None
+    regex_lines(f"/ok/\n{pattern}")  # a project's pattern list: raises ValidationError on a refused line
+    rules = compile_rules({"follow": [pattern], "fields": {"p": {"css": "p", "regex": pattern}}})
+    assert [p.pattern for p in rules.follow_patterns] == [pattern]
+    assert [(f.name, f.regex.pattern) for f in rules.fields] == [("p", pattern)]
 
 
 def test_a_catastrophic_scope_pattern_gives_up_in_bounded_time_and_then_is_not_run(caplog):
