@@ -56,6 +56,20 @@ def truth(site):
 
 
 @pytest.fixture
+def make_project(db):
+    """A function making projects: make_project(name="shop", allow_private=True) creates one with
+    those fields (the slug made from the name) and the defaults of a new project for the others."""
+    from django.utils.text import slugify
+
+    from crawl.models import Project
+
+    def make(name: str = "project", **fields) -> "Project":
+        return Project.objects.create(name=name, slug=slugify(name), **fields)
+
+    return make
+
+
+@pytest.fixture
 def site_server(site):
     server = SiteServer.generated(site)
     server.site.files |= UNLINKED

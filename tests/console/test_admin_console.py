@@ -20,8 +20,8 @@ PROJECTS = "/admin/crawl/project/"
 
 
 @pytest.fixture
-def project(db):
-    return Project.objects.create(name="console", slug="console", allow_private=True)
+def project(make_project):
+    return make_project(name="console", allow_private=True)
 
 
 def add_page(project, url: str, state: str = "done", **fields) -> Page:

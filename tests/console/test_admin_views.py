@@ -3,7 +3,6 @@ database and a loopback site."""
 
 import hashlib
 import re
-import socket
 import zlib
 from datetime import timedelta
 
@@ -16,6 +15,7 @@ from console.models import ProjectAccess
 from crawl.models import Page, PageContent, PageVersion, Project
 from media.models import MediaAsset, PageAsset
 from scrape.models import Item, RuleSet
+from tests.helpers import free_port
 from tests.servers import Site, SiteServer
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -44,8 +44,8 @@ def shop():
 
 
 @pytest.fixture
-def project(db):
-    return Project.objects.create(name="polish", slug="polish", allow_private=True)
+def project(make_project):
+    return make_project(name="polish", allow_private=True)
 
 
 def add_page(project, url: str, **fields) -> Page:
@@ -59,12 +59,6 @@ def try_url(client, url: str, **fields) -> str:
     return response.content.decode()
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize(
     ("url", "private", "error"),
     [
@@ -74,7 +68,7 @@ def closed_port() -> int:
     ],
 )
 def test_it_shows_a_failed_trial_as_an_error_without_empty_sections(admin_client, url, private, error):
-    response = admin_client.post("/admin/tryurl/", {"url": url.format(port=closed_port()), "allow_private": private})
+    response = admin_client.post("/admin/tryurl/", {"url": url.format(port=free_port()), "allow_private": private})
     html = response.content.decode()
     assert response.status_code == 200
     assert '<p class="errornote">The trial failed: ' in html
@@ -124,7 +118,7 @@ def test_an_invalid_selector_is_shown_as_an_error(admin_client, shop, kind, sele
 
 
 def test_a_selector_on_a_failed_trial_says_nothing_was_fetched(admin_client):
-    html = try_url(admin_client, f"http://127.0.0.1:{closed_port()}/", selector="a")
+    html = try_url(admin_client, f"http://127.0.0.1:{free_port()}/", selector="a")
     assert '<p class="errornote">no page was fetched to try it on</p>' in html
 
 
@@ -222,7 +216,7 @@ def test_the_browsers_favicon_request_finds_an_icon(client):
 
 
 def test_a_page_is_a_record_to_view_without_save_or_delete(admin_client):
-    from crawl.models import Page, Project
+    from crawl.models import Page
     from tests.console.test_admin_console import add_page
 
     page = add_page(Project.objects.create(name="rec", slug="rec"), "http://a.test/", "done")
@@ -236,7 +230,6 @@ def test_a_page_is_a_record_to_view_without_save_or_delete(admin_client):
 def test_a_jobs_page_shows_its_report_first_and_refreshes_while_it_runs(admin_client):
     from console import jobs
     from console.models import Job
-    from crawl.models import Project
 
     project = Project.objects.create(name="jp", slug="jp")
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=Job.Trigger.ADMIN)

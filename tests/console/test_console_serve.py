@@ -9,10 +9,8 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from playwright.sync_api import expect
 
 from tests.conftest import BASE_DIR
 from tests.console.test_admin_browser import ARTIFACTS, chromium_page
+from tests.helpers import free_port, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -29,12 +28,6 @@ pytestmark = [
 
 PASSWORD = "a-long-test-password-9"
 ADMIN_HEADER_BG = "rgb(65, 118, 144)"  # Django admin's --header-bg (#417690): only with its CSS loaded
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -84,16 +77,18 @@ def processes_of(var: Path) -> list[str]:
 
 def wait_ready(log: Path, proc: subprocess.Popen, timeout: float = 180) -> str:
     """The command's own progress says when the console is ready."""
-    import time
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> str | None:
         text = log.read_text(errors="replace") if log.exists() else ""
         if "console ready:" in text:
             return text
         assert proc.poll() is None, f"make serve exited ({proc.returncode}):\n{text[-3000:]}"
-        time.sleep(0.5)
-    raise AssertionError(f"make serve did not get ready:\n{log.read_text(errors='replace')[-3000:]}")
+        return None
+
+    def output() -> str:
+        return f"make serve to get ready:\n{log.read_text(errors='replace')[-3000:]}"
+
+    return wait_until(ready, timeout=timeout, interval=0.5, what=output)
 
 
 def test_a_new_user_serves_the_console_starts_a_crawl_and_reads_its_job(truth, site_server, tmp_path):
@@ -144,10 +139,11 @@ def test_a_new_user_serves_the_console_starts_a_crawl_and_reads_its_job(truth, s
             page.screenshot(path=str(shots["tryurl"]), full_page=True)
 
     assert "workers" in startup and "scheduler" in startup, startup
-    deadline = time.monotonic() + 30
-    while processes_of(var) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert processes_of(var) == [], "Ctrl-C stopped the worker, beat and web server with the command"
+
+    def still_running() -> str:
+        return f"Ctrl-C to stop the worker, beat and web server with the command; running: {processes_of(var)}"
+
+    wait_until(lambda: processes_of(var) == [], timeout=30, interval=0.5, what=still_running)
     assert header_bg == ADMIN_HEADER_BG, f"the admin's CSS did not load (header background {header_bg})"
 
     with sqlite3.connect(var / "db.sqlite3") as db:

@@ -4,7 +4,6 @@ refusal or an outage tries again, a run with nothing to do says so, its times ar
 import io
 import json
 import os
-import socket
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -13,6 +12,7 @@ from console.management.commands._crawl_summary import report_lines
 from console.models import Job
 from crawl.models import Project
 from tests.conftest import last_json_line, run_manage
+from tests.helpers import free_port
 from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.integration
@@ -37,12 +37,6 @@ def embedded_env(tmp_path):
 def crawl(env: dict, *args: str) -> tuple[int, dict, str]:
     done = run_manage(["crawl", *args, "--json", "--timeout", "120"], env)
     return done.returncode, last_json_line(done.stdout), done.stdout + done.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_a_refused_seed_is_crawled_when_the_crawl_is_run_again_with_the_flag_it_names(embedded_env):

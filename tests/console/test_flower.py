@@ -1,26 +1,19 @@
 """Flower (scripts/flower.sh, `make flower`): basic auth, the three stage workers and their queues."""
 
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
 from tests.conftest import BASE_DIR
+from tests.helpers import free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
 AUTH = ("user", "pw")
 STAGES = ("fetch", "extract", "download")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def flower_script(env: dict) -> subprocess.Popen:
@@ -52,17 +45,18 @@ def flower(worker_env, broker):
 
 def poll(client: httpx.Client, proc: subprocess.Popen, path: str, done, timeout: float = 45, parse=httpx.Response.json):
     """GET path (with basic auth) until done(parsed body) holds; returns the parsed body."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def answered() -> tuple | None:  # the body in a tuple: an empty body that is done is an answer
         assert proc.poll() is None, "flower exited"
         try:
             response = client.get(path, auth=AUTH)
             if response.status_code == 200 and done(parse(response)):
-                return parse(response)
+                return (parse(response),)
         except httpx.TransportError:
             pass
-        assert time.monotonic() < deadline, f"timed out polling {path}"
-        time.sleep(0.5)
+        return None
+
+    return wait_until(answered, timeout=timeout, interval=0.5, what=f"GET {path}")[0]
 
 
 def test_it_refuses_to_start_without_basic_auth():

@@ -17,8 +17,8 @@ T0 = timezone.now().replace(microsecond=0) - timedelta(minutes=30)
 
 
 @pytest.fixture
-def project():
-    project = Project.objects.create(name="watched", slug="watched")
+def project(make_project):
+    project = make_project(name="watched")
     monitors_ensure([project.id])
     return project
 

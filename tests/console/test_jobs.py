@@ -32,13 +32,14 @@ from crawl.models import Page, Project, Seed
 from media.models import MediaAsset
 from tests.conftest import beat_stop, last_json_line, run_manage
 from tests.console.test_admin_console import add_page
+from tests.helpers import wait_until
 
 T = Job.Trigger.COMMAND
 
 
 @pytest.fixture
-def project(db):
-    return Project.objects.create(name="jobs", slug="jobs", allow_private=True)
+def project(make_project):
+    return make_project(name="jobs", allow_private=True)
 
 
 def stamp(job: Job, *pages: Page) -> None:
@@ -263,11 +264,15 @@ def test_the_scheduler_warning_goes_within_seconds_of_beat_starting(project, wor
     add_page(project, "http://a.test/owed", "queued")
     no_beat = "No scheduler (celery beat) is running"
     assert any(no_beat in w for w in overview_snapshot()["warnings"])
+
+    def gone() -> bool:
+        return not any(no_beat in w for w in overview_snapshot()["warnings"])
+
     command = [sys.executable, "-m", "celery", "-A", "crawlproject", "beat", "-l", "INFO"]
     with open(tmp_path / "beat.log", "w") as log:
         beat = subprocess.Popen([*command, "-s", str(tmp_path / "schedule")], env=worker_env, stdout=log, stderr=log)
     try:
-        wait_for(lambda: not any(no_beat in w for w in overview_snapshot()["warnings"]), "the warning to go", 30)
+        wait_until(gone, timeout=30, interval=0.3, what="the warning to go")
         synced = PeriodicTask.objects.exclude(last_run_at=None).values_list("last_run_at", flat=True)
         assert not [t for t in synced if t > timezone.now() - timedelta(minutes=1)], "not from last_run_at"
     finally:
@@ -313,9 +318,11 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
     for stage in ("fetch", "extract", "download"):
         workers.start(stage, stage)
     first, _ = jobs.crawl_start(project=project, trigger=T)
-    wait_for(lambda: Page.objects.filter(project=project, state="done").count() >= 20, "20 pages done")
+    done = Page.objects.filter(project=project, state="done")
+    wait_until(lambda: done.count() >= 20, timeout=90, interval=0.3, what="20 pages done")
     assert jobs.job_cancel(job=first)
-    wait_for(lambda: not Page.objects.filter(project=project, state="leased").exists(), "claimed batches finish")
+    leased = Page.objects.filter(project=project, state="leased")
+    wait_until(lambda: not leased.exists(), timeout=90, interval=0.3, what="claimed batches to finish")
     fetched = Page.objects.filter(project=project, fetch_count__gte=1)
     settled = fetched.count()
     time.sleep(2)
@@ -330,7 +337,7 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
         jobs.jobs_tick()
         return Job.objects.get(id=second.id).state not in Job.ACTIVE_STATES
 
-    wait_for(drained, "the second job ends", timeout=180)
+    wait_until(drained, timeout=180, interval=0.3, what="the second job to end")
     second.refresh_from_db()
     assert second.state == "succeeded", second.message
     done = Page.objects.filter(project=project, state="done")
@@ -338,15 +345,6 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
     assert set(truth["pages"]) <= paths, f"lost: {sorted(set(truth['pages']) - paths)[:5]}"
     assert set(done.values_list("fetch_count", flat=True)) == {1}, "no page fetched twice"
     assert second.stats["pages_done"] == Page.objects.filter(job_id=second.id, state="done").count() > 0
-
-
-def wait_for(condition, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for: {what}")
 
 
 @pytest.mark.integration

@@ -8,7 +8,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -17,6 +16,7 @@ import structlog
 from crawl.models import Project
 from crawlproject.logconfig import logging_config
 from tests.conftest import BASE_DIR, Workers, generated_site, last_json_line, run_manage
+from tests.helpers import wait_until
 from tests.servers import SiteServer
 
 STAGES = ("fetch", "extract", "download")
@@ -101,14 +101,14 @@ def test_it_writes_the_web_servers_lines_as_json_too(tmp_path):
 
 
 def wait_for_status(url: str, proc: subprocess.Popen, timeout: float = 30) -> int:
-    deadline = time.monotonic() + timeout
-    while True:
+    def status() -> int | None:
         assert proc.poll() is None, "gunicorn exited"
         try:
             return httpx.get(url, timeout=5).status_code
         except httpx.TransportError:
-            assert time.monotonic() < deadline, "gunicorn never answered"
-            time.sleep(0.2)
+            return None
+
+    return wait_until(status, timeout=timeout, what="gunicorn to answer")
 
 
 def test_it_renders_standard_library_records_with_the_bound_context_as_json():

@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import time
 from datetime import timedelta
 
 import httpx
@@ -17,6 +16,7 @@ from console.models import ProjectAccess
 from crawl.models import Page, Project
 from media.models import MediaAsset
 from tests.conftest import BASE_DIR, generated_site, last_json_line
+from tests.helpers import wait_until
 from tests.servers import SiteServer
 
 TOKEN = "metrics-test-token"
@@ -205,13 +205,14 @@ def test_it_follows_a_distributed_crawl_over_http(live_server, workers, worker_e
 
 def wait_for_metric(scrape: httpx.Client, key: tuple, crawl: subprocess.Popen, timeout: float = 60) -> dict:
     """Scrape until the sample `key` is above zero; returns that scrape's samples."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def fetched() -> dict | None:
         response = scrape.get("/metrics")
         assert response.status_code == 200
         got = samples(response.text)
         if got.get(key, 0) > 0:
             return got
         assert crawl.poll() is None, "the crawl ended before its first fetch was scraped"
-        assert time.monotonic() < deadline, "no page fetched in time"
-        time.sleep(0.2)
+        return None
+
+    return wait_until(fetched, timeout=timeout, what="a page fetched")

@@ -2,7 +2,6 @@
 on loopback, reached through an Apprise json:// URL): a template that loses a required field, a
 site that goes offline, a job that fails; each alerts once and says once when it recovered."""
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -19,6 +18,7 @@ from crawl.services.projects import project_get_or_create
 from scrape.models import RuleSet
 from tests.alert_receiver import JsonReceiver
 from tests.conftest import run_manage
+from tests.helpers import wait_until
 from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.integration
@@ -76,14 +76,13 @@ def _ended(job: Job) -> Job | None:
 
 def wait_for(check, what: str, timeout: float = 60.0):
     """Poll `check` (ticking the monitors on the control queue, as beat would) until it answers."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ticked():
         jobs.jobs_tick()
         monitors_tick_task.delay()
-        if answer := check():
-            return answer
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}; {_seen()}")
+        return check()
+
+    return wait_until(ticked, timeout=timeout, interval=0.3, what=lambda: f"{what}; {_seen()}")
 
 
 def _seen() -> str:

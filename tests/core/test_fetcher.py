@@ -17,6 +17,7 @@ from core.net.client import FetchLimits, FetchResponse, fetch, is_transient, mak
 from core.net.guard import address_is_public
 from media.downloader import Download, download
 from tests import servers
+from tests.helpers import free_port
 from tests.servers import RawServer, answer, head, read_request_head, silent, tls_context, trickle
 
 HEADERS = {"User-Agent": "crawlhub-tests/1.0"}
@@ -51,12 +52,6 @@ def drain_accepts(listener: socket.socket) -> int:
             return count
         conn.close()
         count += 1
-
-
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +224,7 @@ def test_it_gives_up_on_a_trickling_server_with_total_timeout():
 
 
 def test_it_reports_a_refused_connection_as_connect_error():
-    result = run_fetch(f"http://127.0.0.1:{unused_port()}/")
+    result = run_fetch(f"http://127.0.0.1:{free_port()}/")
     assert result.error_code == "connect_error"
     assert is_transient(result.error_code)
 

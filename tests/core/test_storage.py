@@ -2,7 +2,6 @@
 
 import hashlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from core.storage import (
     open_object,
     store_file,
 )
+from tests.helpers import free_port
 from tests.s3 import s3_storages
 from tests.servers import Site, SiteServer
 
@@ -41,12 +41,6 @@ def write_source(directory: Path, data: bytes) -> tuple[str, str]:
 
 def all_files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -211,7 +205,7 @@ def test_it_reads_lists_and_deletes_in_s3(on_s3, tmp_path):
 
 def test_it_raises_unavailable_quickly_when_s3_is_down(tmp_path):
     path, sha = write_source(tmp_path, b"bytes")
-    with override_settings(STORAGES=s3_storages(f"http://127.0.0.1:{closed_port()}", "crawlhub")):
+    with override_settings(STORAGES=s3_storages(f"http://127.0.0.1:{free_port()}", "crawlhub")):
         started = time.monotonic()
         with pytest.raises(StorageUnavailable, match="unreachable"):
             store_file(path, sha256=sha, size=5)

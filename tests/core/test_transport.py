@@ -18,7 +18,8 @@ from django.conf import settings
 from core.net import guard as netguard
 from core.net.client import SLOT_MISSED, ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
 from core.net.transport import AiohttpTransport, send_deadline
-from tests.core.test_fetcher import MB, QUICK, drain_accepts, run_download, run_fetch, unused_port
+from tests.core.test_fetcher import MB, QUICK, drain_accepts, run_download, run_fetch
+from tests.helpers import free_port
 from tests.servers import RawServer, answer, head, html, tls_context
 
 
@@ -68,7 +69,7 @@ def test_every_spelling_of_ipv4_loopback_is_refused_without_connecting(host):
 
 @pytest.mark.parametrize("host", ["[::1]", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::]"])
 def test_ipv6_spellings_of_loopback_are_refused(host):
-    result = run_fetch(f"http://{host}:{unused_port()}/", allow_private=False)
+    result = run_fetch(f"http://{host}:{free_port()}/", allow_private=False)
     assert result.error_code == "blocked_address", result.error_message
 
 
@@ -228,7 +229,7 @@ def test_a_forked_child_leaves_its_parents_connections_working():
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
 def test_a_refused_connection_is_a_connect_error_whatever_the_scheme(scheme):
-    result = run_fetch(f"{scheme}://127.0.0.1:{unused_port()}/")
+    result = run_fetch(f"{scheme}://127.0.0.1:{free_port()}/")
     assert result.error_code == "connect_error", result.error_message
     assert result.error_message.startswith("cannot connect to 127.0.0.1:")
 

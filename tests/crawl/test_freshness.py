@@ -28,8 +28,8 @@ HTML = {"Content-Type": "text/html; charset=utf-8"}
 
 
 @pytest.fixture
-def project(db):
-    return project_get_or_create(
+def project(make_project):
+    return make_project(
         name="fresh", allow_private=True, revisit_min_seconds=60, revisit_max_seconds=3600, hub_revisit_seconds=30
     )
 

@@ -25,8 +25,8 @@ from media.models import MediaAsset, PageAsset
 
 
 @pytest.fixture
-def project(db):
-    project = project_get_or_create(name="frontier", allow_private=True)
+def project(make_project):
+    project = make_project(name="frontier", allow_private=True)
     seeds_add(project=project, urls=["http://site.test/"])
     return project
 

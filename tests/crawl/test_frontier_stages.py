@@ -3,7 +3,6 @@ is woken without the reaper, priorities order the fetches, and a URL trap ends a
 default caps (depth, pages per host)."""
 
 import itertools
-import time
 from collections import Counter
 
 import pytest
@@ -15,6 +14,7 @@ from crawl.services.projects import project_get_or_create, seeds_add
 from media.models import MediaAsset
 from scrape.models import Item, RuleSet
 from tests.conftest import last_json_line, run_manage
+from tests.helpers import wait_until
 from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.integration
@@ -89,11 +89,12 @@ def test_a_download_over_the_hard_time_limit_fails_after_the_attempt_cap(workers
 
 
 def _wait_until_done(project, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while Page.objects.filter(project=project, state="done").count() < count:
-        states = dict(Counter(Page.objects.filter(project=project).values_list("state", flat=True)))
-        assert time.monotonic() < deadline, f"not done in {timeout} s: {states}"
-        time.sleep(0.3)
+    def states() -> str:
+        found = Counter(Page.objects.filter(project=project).values_list("state", flat=True))
+        return f"{count} pages done: {dict(found)}"
+
+    done = Page.objects.filter(project=project, state="done")
+    wait_until(lambda: done.count() >= count, timeout=timeout, interval=0.3, what=states)
 
 
 def test_postponed_pages_are_woken_without_the_reaper(workers, worker_env):

@@ -3,7 +3,6 @@ discovering at once share the budget (the project's row is locked until each one
 frontier never grows past it."""
 
 import threading
-import time
 
 import pytest
 from django.db import connection, connections, transaction
@@ -13,6 +12,7 @@ from crawl.frontier.discovery import pages_discover
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create, seeds_add
+from tests.helpers import wait_until
 
 BASE = "http://budget.test"
 
@@ -82,10 +82,12 @@ def test_extractors_discovering_at_once_never_overshoot_the_budget():
     with transaction.atomic():
         pages_discover(project=project, links=links("first", 9))
         first_done.set()
-        deadline = time.monotonic() + 30
-        while not second_done.is_set() and not (second_pid and waiting_on_a_lock(second_pid[0])):
-            assert time.monotonic() < deadline, "the second extractor neither finished nor waited"
-            time.sleep(0.05)
+        wait_until(
+            lambda: second_done.is_set() or (second_pid and waiting_on_a_lock(second_pid[0])),
+            timeout=30,
+            interval=0.05,
+            what="the second extractor to finish or wait",
+        )
     thread.join(30)
     assert errors == []
     assert Page.objects.filter(project=project).count() == 10

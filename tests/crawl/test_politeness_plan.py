@@ -20,8 +20,8 @@ from crawl.services.projects import project_get_or_create
 
 
 @pytest.fixture
-def project(db):
-    return project_get_or_create(name="plan", max_per_host=2)
+def project(make_project):
+    return make_project(name="plan", max_per_host=2)
 
 
 def grant(project, n=5, delay=0.0):

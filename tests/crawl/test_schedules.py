@@ -18,8 +18,8 @@ T = Job.Trigger.COMMAND
 
 
 @pytest.fixture
-def project(db):
-    project = Project.objects.create(name="watch", slug="watch", allow_private=True, recrawl_every_minutes=60)
+def project(make_project):
+    project = make_project(name="watch", allow_private=True, recrawl_every_minutes=60)
     project.save()  # the schedule is kept in step on save
     return project
 

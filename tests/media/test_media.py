@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 import tarfile
-import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -17,6 +16,7 @@ from core.storage import key_for
 from crawl.services.projects import project_get_or_create
 from media.models import MediaAsset, PageAsset
 from tests.conftest import BASE_DIR, last_json_line, run_manage
+from tests.helpers import wait_until
 from tests.media_site import build_media_site, make_videos
 from tests.servers import Site, SiteServer
 
@@ -153,14 +153,12 @@ def test_it_completes_a_download_killed_midway_without_partial_objects(workers, 
 
 
 def _wait_for_partial_download(tmp: Path, proc, timeout: float = 60) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def partial() -> Path | None:
         assert proc.poll() is None, proc.stderr.read()
         parts = [p for p in tmp.glob("*") if p.is_file() and p.stat().st_size > 1024 * 1024] if tmp.exists() else []
-        if parts:
-            return parts[0]
-        time.sleep(0.1)
-    raise AssertionError("the download never started")
+        return parts[0] if parts else None
+
+    return wait_until(partial, timeout=timeout, interval=0.1, what="the download to start")
 
 
 def test_it_stores_the_same_objects_in_s3_and_serves_them_by_presigned_url(media_site, workers, media_env, bucket):

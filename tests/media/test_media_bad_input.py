@@ -1,7 +1,6 @@
 """Hostile downloads against a real loopback server: each ends with a clear error code on its asset,
 no temp file left, nothing partial stored; a storage outage is retried and then succeeds."""
 
-import socket
 from datetime import timedelta
 
 import pytest
@@ -10,10 +9,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from core.storage import key_for, list_keys
-from crawl.services.projects import project_get_or_create
 from media.downloading import temp_dir
 from media.models import MediaAsset
 from media.services import assets_download
+from tests.helpers import free_port
 from tests.s3 import s3_storages
 from tests.servers import RawServer, head, send
 
@@ -49,8 +48,8 @@ def hostile_server():
 
 
 @pytest.fixture
-def project(db):
-    return project_get_or_create(name="hostile", allow_private=True, media_max_bytes=CAP)
+def project(make_project):
+    return make_project(name="hostile", allow_private=True, media_max_bytes=CAP)
 
 
 def asset(project, url: str, downloader="http") -> MediaAsset:
@@ -83,16 +82,10 @@ def test_it_gives_each_hostile_download_a_clear_outcome(project, hostile_server,
         assert row.storage_key == ""
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_it_retries_when_the_storage_server_is_down_and_stores_once_it_is_back(project, hostile_server, bucket):
     client, name = bucket
     row = asset(project, hostile_server + "/good")
-    with override_settings(STORAGES=s3_storages(f"http://127.0.0.1:{closed_port()}", name)):
+    with override_settings(STORAGES=s3_storages(f"http://127.0.0.1:{free_port()}", name)):
         assets_download(asset_ids=[row.id])
     row.refresh_from_db()
     assert (row.state, row.error_code, row.storage_key) == ("queued", "storage_error", "")

@@ -189,8 +189,8 @@ def test_an_invalid_request_fails_the_page_that_made_it_not_its_batch(db, loggin
 
 
 @pytest.fixture
-def project(db):
-    return project_get_or_create(name="frontier-requests", allow_private=True)
+def project(make_project):
+    return make_project(name="frontier-requests", allow_private=True)
 
 
 def test_two_posts_with_different_bodies_to_one_url_are_two_rows_and_a_get_keeps_its_key(project):

@@ -4,7 +4,6 @@ every record once; a refusing receiver is retried with back-off and shown failin
 even with a worker killed mid-delivery."""
 
 import json
-import time
 from datetime import timedelta
 
 import pytest
@@ -20,6 +19,7 @@ from scrape.sinks.kinds import writer_for
 from scrape.sinks.models import Sink, SinkDelivery
 from scrape.sinks.signing import signature, signature_valid, signed_headers
 from tests.conftest import BASE_DIR, last_json_line, run_manage
+from tests.helpers import wait_until
 from tests.webhook_receiver import WebhookReceiver
 
 SECRET = "a-shared-secret-of-the-tests-0123456789"
@@ -34,16 +34,6 @@ def http_sink(project: Project, url: str, **fields) -> Sink:
     sink.full_clean()
     sink.save()
     return sink
-
-
-def poll(check, *, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"not within {seconds:g} s: {what}")
 
 
 def test_the_signature_is_the_hmac_of_the_timestamp_and_the_body():
@@ -177,7 +167,7 @@ def crawl_through_a_kill_and_refusals(receiver, site_server, workers, worker_env
         counts = sink_counts(sink)
         return counts["pending"] + counts["leased"] == 0 and counts
 
-    counts = poll(delivered, seconds=240, what="every record delivered")
+    counts = wait_until(delivered, timeout=240, interval=0.5, what="every record delivered")
     items = Item.objects.filter(project=project).count()
     expected = sorted(SinkDelivery.objects.filter(sink=sink).values_list("key", flat=True))
     assert items > 250 and summary["items"] == items and len(expected) == items, "one record per item"

@@ -4,7 +4,6 @@
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections import deque
@@ -24,6 +23,7 @@ from bench.serving import site_serve
 from bench.sitefiles import read_redirects, site_ensure
 from crawlproject.sqlcount import StatementCounter
 from tests.conftest import BASE_DIR, last_json_line
+from tests.helpers import free_port
 
 BASE = "http://127.0.0.1:18090"
 
@@ -142,17 +142,11 @@ def test_it_counts_statements_and_writes_them_per_process(tmp_path):
     assert (record["pid"], record["statements"]) == (os.getpid(), 3)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_fallback_server_answers_like_the_nginx_config(site_dir, tmp_path):
     server = site_serve(
         web_root=site_dir / "site",
         redirects=site_dir / "redirects.map",
-        port=_free_port(),
+        port=free_port(),
         scratch=tmp_path,
         prefer_nginx=False,
     )
@@ -169,7 +163,7 @@ def test_the_fallback_server_answers_like_the_nginx_config(site_dir, tmp_path):
 
 def _bench(args: list[str], env: dict) -> dict:
     done = subprocess.run(
-        [sys.executable, "manage.py", "bench", "--pages", "300", "--port", str(_free_port()), "--json", *args],
+        [sys.executable, "manage.py", "bench", "--pages", "300", "--port", str(free_port()), "--json", *args],
         cwd=BASE_DIR,
         env=env,
         capture_output=True,

@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -13,6 +12,7 @@ from crawl.models import Page
 from media.models import MediaAsset
 from scrape.models import Item
 from tests.conftest import BASE_DIR, beat_stop, export_pages, last_json_line, run_manage
+from tests.helpers import wait_until
 from tests.servers import SiteServer
 
 pytestmark = pytest.mark.integration
@@ -82,11 +82,13 @@ def test_it_completes_without_loss_after_a_fetch_worker_is_killed(site, truth, w
 
 
 def _wait_for(condition, proc, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
+    def progressed() -> bool:
+        if condition():
+            return True
         assert proc.poll() is None, "the crawl ended before the fault could be injected"
-        assert time.monotonic() < deadline, "timed out waiting for the crawl to progress"
-        time.sleep(0.2)
+        return False
+
+    wait_until(progressed, timeout=timeout, what="the crawl to progress")
 
 
 def test_it_recovers_a_dead_workers_lease_through_beat_alone(site, site_server, workers, worker_env):
@@ -115,10 +117,8 @@ def test_it_recovers_a_dead_workers_lease_through_beat_alone(site, site_server, 
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 90
-        while not Page.objects.filter(project=project, state="done").count() >= 9:
-            assert time.monotonic() < deadline, "beat's reaper never brought the work back"
-            time.sleep(0.5)
+        done = Page.objects.filter(project=project, state="done")
+        wait_until(lambda: done.count() >= 9, timeout=90, interval=0.5, what="beat's reaper to bring the work back")
     finally:
         beat_stop(beat)
     seed = Page.objects.get(project=project, depth=0)

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import BASE_DIR, last_json_line, run_manage
 from tests.console.test_crawl_command import HTML, small_site
+from tests.helpers import wait_until
 from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.integration
@@ -87,10 +88,7 @@ def test_sigterm_stops_the_embedded_worker_and_the_next_crawl_resumes(embedded_e
         )
         left = []
         try:
-            deadline = time.monotonic() + 60
-            while len(server.paths()) < 3 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert len(server.paths()) >= 3, "the crawl is under way"
+            wait_until(lambda: len(server.paths()) >= 3, timeout=60, interval=0.1, what="the crawl to be under way")
             assert embedded_workers_of(crawl.pid), "it started its worker"
             crawl.send_signal(signal.SIGTERM)
             _out, err = crawl.communicate(timeout=60)
