@@ -10,8 +10,9 @@ import os
 import re
 import subprocess
 import sys
-import time
+import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import redis
@@ -29,6 +30,7 @@ from console.selectors import project_progress
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_extract
 from crawl.models import Page, Project, Seed
+from crawlproject.celery import app
 from media.models import MediaAsset
 from tests.conftest import beat_stop, last_json_line, run_manage
 from tests.console.test_admin_console import add_page
@@ -309,6 +311,17 @@ def test_the_jobs_api_lists_filters_details_and_acts(project, admin_client):
     assert admin_client.post(f"/api/jobs/{retried.json()['id']}/cancel/").json()["state"] == "cancelled"
 
 
+def fetch_wakeup_claims(log: Path) -> int:
+    """Wake the fetch stage as the frontier does and wait for the fetch worker to have run that
+    wake-up (its log says so): how many pages it claimed. A worker that looked for work and found
+    none proves a negative that a pause could only hope for."""
+    task_id = str(uuid.uuid4())
+    app.send_task("crawl.fetch_batch", args=[[]], task_id=task_id)
+    ran = re.compile(rf"crawl\.fetch_batch\[{task_id}\] succeeded in \S+s: (\d+)")
+    found = wait_until(lambda: ran.search(log.read_text(errors="replace")), timeout=60, what="the fetch wake-up to run")
+    return int(found.group(1))
+
+
 @pytest.mark.integration
 def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, worker_env):
     """Real workers crawl a loopback site slowly; the job is cancelled mid-way, and a new job
@@ -325,8 +338,10 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
     wait_until(lambda: not leased.exists(), timeout=90, interval=0.3, what="claimed batches to finish")
     fetched = Page.objects.filter(project=project, fetch_count__gte=1)
     settled = fetched.count()
-    time.sleep(2)
-    assert fetched.count() == settled, "a cancelled job fetches nothing more (what it fetched is still extracted)"
+    claimed = fetch_wakeup_claims(workers.log_dir / "fetch.log")
+    assert (claimed, fetched.count()) == (0, settled), (
+        "a cancelled job fetches nothing more (what it fetched is still extracted)"
+    )
     assert Page.objects.filter(project=project, state="queued").exists(), "its owed work waits"
 
     second, _ = jobs.crawl_start(project=project, trigger=T)
