@@ -20,10 +20,16 @@ from tests.servers import SiteServer
 
 BASE_DIR = Path(settings.BASE_DIR)
 FAULTS = os.environ.get("CRAWLHUB_FAULTS", "") == "full"
+WORKER_FIXTURES = {"workers", "json_workers"}  # fixtures that start `celery worker` processes
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `fault` are long fault scenarios: `make faults` (CRAWLHUB_FAULTS=full) runs them."""
+    """A test that uses real Celery workers is an integration test, marked or not (`make test-quick`
+    leaves those out). Tests marked `fault` are long fault scenarios: `make faults`
+    (CRAWLHUB_FAULTS=full) runs them."""
+    for item in items:
+        if WORKER_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.integration)
     if FAULTS:
         return
     skip = pytest.mark.skip(reason="a long fault scenario: part of `make faults`, not of `make test`")

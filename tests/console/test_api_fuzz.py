@@ -88,6 +88,7 @@ def schemathesis_config(known: dict[str, int | str]) -> str:
     return "\n".join(toml_section(t) for t in tables)
 
 
+@pytest.mark.integration
 def test_fuzzed_requests_never_get_a_server_error(live_server, django_user_model, crawled_project, broker, tmp_path):
     fuzzer = django_user_model.objects.create_user("fuzzer", password="not-used", is_superuser=True)  # every row
     token = Token.objects.create(user=fuzzer)

@@ -386,6 +386,7 @@ def test_the_crawl_command_counts_its_own_job_and_names_projects_by_host_and_por
     assert [r["id"] for r in rows] == [two["job"], one["job"]] and rows[1]["counts"]["pages_done"] > 300
 
 
+@pytest.mark.integration
 def test_bad_crawl_options_are_command_errors_not_tracebacks(tmp_path, db):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}

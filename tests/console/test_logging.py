@@ -77,6 +77,7 @@ def test_it_writes_every_worker_log_line_as_json_with_the_task_context(json_work
         assert {(r["task"], bool(r["task_id"])) for r in succeeded} == {(task, True)}
 
 
+@pytest.mark.integration
 def test_it_writes_the_web_servers_lines_as_json_too(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

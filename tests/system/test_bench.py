@@ -142,6 +142,7 @@ def test_it_counts_statements_and_writes_them_per_process(tmp_path):
     assert (record["pid"], record["statements"]) == (os.getpid(), 3)
 
 
+@pytest.mark.integration
 def test_the_fallback_server_answers_like_the_nginx_config(site_dir, tmp_path):
     server = site_serve(
         web_root=site_dir / "site",
