@@ -1,4 +1,4 @@
-"""What a security review found holding in the console, kept: no framing, no referrer elsewhere,
+"""The console's defences against other sites and other teams: no framing, no referrer elsewhere,
 cookies out of scripts' reach, CSRF on every write (a POST from another origin of the same site
 too), stored files that could run script never served inline, a foreign id in a bulk action or the
 overview's control changing nothing, and export file names made of the slug only."""
