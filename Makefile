@@ -7,11 +7,12 @@ ARGS ?=
 PYTEST_ARGS ?=
 PORT ?= 8000
 
-.PHONY: help install install-dev install-web migrate crawl serve test faults bench lint format worker-fetch worker-extract worker-download worker-render beat flower services system-deps clean
+.PHONY: help install install-dev install-web migrate crawl serve test test-quick faults bench lint format worker-fetch worker-extract worker-download worker-render beat flower services system-deps clean
 
 help:
 	@echo "make crawl URL=https://example.com/ [ARGS='--max-pages 100']   crawl on the embedded default (SQLite, no servers)"
 	@echo "make test                                                      run the whole test suite"
+	@echo "make test-quick                                                the tests that start no worker or server process (a few minutes)"
 	@echo "make serve [PORT=8000]                                         the console (admin, overview, API) with its workers and beat"
 	@echo "make faults                                                    the fault-injection suite, with its ledger table"
 	@echo "make bench                                                     throughput beside the Scrapy peer (bench/README.md)"
@@ -57,10 +58,15 @@ system-deps:
 test: install-dev system-deps services
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The tests that start no worker or server process: no Celery worker or beat, no `manage.py crawl`, no web
+# server (those are marked `integration`). They still use PostgreSQL, Redis, loopback sites and Chromium.
+test-quick: install-dev services
+	$(BIN)/python -m pytest -m "not integration and not fault" $(PYTEST_ARGS)
+
 # The whole fault-injection suite on a few thousand pages (tests/faults/), then the other suites' long fault
 # scenarios (marked `fault`: kills, outages, refusals that last); `make test` runs a quick subset.
 faults: install-dev system-deps services
-	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/test_fuzz_decoding.py $(PYTEST_ARGS)
+	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/core/test_fuzz_decoding.py $(PYTEST_ARGS)
 	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest -m fault tests --ignore=tests/faults $(PYTEST_ARGS)
 
 # The benchmark: crawlhub distributed and embedded, then Scrapy, on the same site; prints the ratio table

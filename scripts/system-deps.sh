@@ -3,7 +3,7 @@
 # - chromium: core/net/browser.py drives Debian's build through Playwright (`playwright install` cannot
 #   download here);
 # - ffmpeg: yt-dlp remuxes HLS and merges separate audio/video streams with it;
-# - docker-compose (optional): tests/test_compose.py validates docker-compose.yml with it (no engine
+# - docker-compose (optional): tests/system/test_compose.py validates docker-compose.yml with it (no engine
 #   needed); without it that test is skipped, so a machine without apt still runs the suite.
 # Installs a missing package when we are root and apt-get exists; fails with a clear message
 # otherwise, except for the optional ones, which only warn.

@@ -20,10 +20,16 @@ from tests.servers import SiteServer
 
 BASE_DIR = Path(settings.BASE_DIR)
 FAULTS = os.environ.get("CRAWLHUB_FAULTS", "") == "full"
+WORKER_FIXTURES = {"workers", "json_workers"}  # fixtures that start `celery worker` processes
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `fault` are long fault scenarios: `make faults` (CRAWLHUB_FAULTS=full) runs them."""
+    """A test that uses real Celery workers is an integration test, marked or not (`make test-quick`
+    leaves those out). Tests marked `fault` are long fault scenarios: `make faults`
+    (CRAWLHUB_FAULTS=full) runs them."""
+    for item in items:
+        if WORKER_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.integration)
     if FAULTS:
         return
     skip = pytest.mark.skip(reason="a long fault scenario: part of `make faults`, not of `make test`")
@@ -53,6 +59,20 @@ def site():
 @pytest.fixture(scope="session")
 def truth(site):
     return ground_truth(site)
+
+
+@pytest.fixture
+def make_project(db):
+    """A function making projects: make_project(name="shop", allow_private=True) creates one with
+    those fields (the slug made from the name) and the defaults of a new project for the others."""
+    from django.utils.text import slugify
+
+    from crawl.models import Project
+
+    def make(name: str = "project", **fields) -> "Project":
+        return Project.objects.create(name=name, slug=slugify(name), **fields)
+
+    return make
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""A spider that logs into a site's form, for the session tests (tests/test_login_crawl.py)."""
+"""A spider that logs into a site's form, for the session tests (tests/scrape/test_login_crawl.py)."""
 
 from scrape.spiders import Follow, Request, Spider, register, route
 

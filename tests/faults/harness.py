@@ -33,6 +33,7 @@ from bench.sitegen import Site
 from bench.truth import ground_truth
 from crawl.services.fetch_session import IN_FLIGHT_BATCHES
 from tests.conftest import BASE_DIR, generated_site, last_json_line
+from tests.helpers import wait_until
 from tests.servers import SiteServer
 
 FULL = os.environ.get("CRAWLHUB_FAULTS", "") == "full"
@@ -152,11 +153,13 @@ class FaultCrawl:
         return self.crawl.poll() is None
 
     def wait_for(self, condition, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
+        def progressed() -> bool:
+            if condition():
+                return True
             assert self.running(), "the crawl ended before the fault could be injected: " + self.output()
-            assert time.monotonic() < deadline, "timed out waiting for the crawl to progress"
-            time.sleep(0.2)
+            return False
+
+        wait_until(progressed, timeout=timeout, what="the crawl to progress")
 
     def output(self) -> str:
         if self.crawl.poll() is None:

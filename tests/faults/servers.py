@@ -6,28 +6,18 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import psycopg
 import redis
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers import free_port, wait_until
 
 
 def _wait(check, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not come up in {timeout} s")
-        time.sleep(0.2)
+    wait_until(check, timeout=timeout, what=f"{what} to come up")
 
 
 class RedisServer:
