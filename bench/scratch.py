@@ -18,8 +18,7 @@ import redis
 from psycopg import sql
 
 from bench import REPO, BenchError
-
-STAGE_QUEUES = ("fetch", "extract", "download", "render")
+from crawlproject.queues import STAGE_QUEUES
 
 
 class ScratchError(BenchError):

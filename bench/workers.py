@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import REPO, BenchError
 from crawlproject.processes import WorkerProcess
+from crawlproject.queues import DOWNLOAD, EXTRACT, FETCH
 
 LAYOUTS = ("one", "per-queue")
 
@@ -19,9 +20,9 @@ LAYOUTS = ("one", "per-queue")
 def layout_plan(layout: str, concurrency: int) -> list[tuple[str, str, int]]:
     """(label, queues, concurrency) of each worker."""
     if layout == "one":
-        return [("all", "fetch,extract,download", concurrency)]
+        return [("all", f"{FETCH},{EXTRACT},{DOWNLOAD}", concurrency)]
     if layout == "per-queue":
-        return [("fetch", "fetch", 4), ("extract", "extract", 2), ("download", "download", 2)]
+        return [(FETCH, FETCH, 4), (EXTRACT, EXTRACT, 2), (DOWNLOAD, DOWNLOAD, 2)]
     raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
 
 

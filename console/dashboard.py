@@ -35,7 +35,7 @@ from console.selectors import (
     stage_backlog,
 )
 from console.workers import scheduler_warnings, stage_warnings, workers_alive, workers_snapshot
-from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES
+from crawl.frontier.stages import ASSET_PENDING_STATES, FETCH, PAGE_PENDING_STATES
 from crawl.models import MediaAsset, Page, Project
 
 WINDOWS = {"5m": 5, "1h": 60, "1d": 24 * 60}  # minutes, as pyspider shows them
@@ -193,7 +193,7 @@ def _last_jobs():
 
 def _render_backlog(projects=None) -> dict[str, int]:
     queued = Page.objects.filter(state=Page.State.QUEUED, project__render_js=True)
-    return {"fetch": (queued if projects is None else queued.filter(project__in=projects)).count()}
+    return {FETCH: (queued if projects is None else queued.filter(project__in=projects)).count()}
 
 
 def _job_json(job: Job | None) -> dict | None:

@@ -1,6 +1,6 @@
 """Declarative per-project extraction rules (fields, follow/deny, id scraper). Pure: no Django, no network.
 
-A rule set is JSON-compatible data kept in a JSONField; see tests/test_rules.py for full examples:
+A rule set is JSON-compatible data kept in a JSONField; see tests/scrape/test_rules.py for full examples:
 {"name", "url_patterns": [regex], "item_selector": css, "fields": {name: field}, "required": [name],
  "follow": [regex], "deny": [regex], "id_regex": regex, "download_url_fmt": "https://.../{id}.zip"}
 A field has exactly one of css / xpath (relative to the item element) and optionally attr ("text", "html"
