@@ -7,7 +7,7 @@ The table goes to stdout and to var/bench/latest.md, every figure to var/bench/l
 
     python -m bench.compare [--modes distributed,distributed-per-queue,embedded] [--pages N] [--no-scrapy]
 
-"distributed" is one worker -c 2 on the three queues; "distributed-per-queue" the README's layout,
+"distributed" is one worker -c 2 on the three queues; "distributed-per-queue" the docs' layout (docs/distributed.md),
 one worker per stage queue (fetch -c 4, extract -c 2, download -c 2).
 """
 

@@ -1,7 +1,7 @@
 """The Celery workers of a distributed run, started by the bench in their own process groups.
 
 Layouts: "one" is a single worker on fetch,extract,download with -c CONCURRENCY (default 2, one pool
-process per core of the 2-core reference machine); "per-queue" is the README's distributed layout,
+process per core of the 2-core reference machine); "per-queue" is the docs' distributed layout (docs/distributed.md),
 one worker per stage queue: fetch -c 4, extract -c 2, download -c 2.
 """
 

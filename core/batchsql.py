@@ -19,9 +19,10 @@ def insert_new(model, objs: list, *, conflict_fields: tuple[str, ...]) -> list[i
 
     bulk_create(ignore_conflicts=True) cannot say which rows were new, and only the new ones may
     be handed to the next stage, so this one statement does both, without check-then-insert.
-    On PostgreSQL the rows travel as one array per column (INSERT ... SELECT FROM unnest): the
-    statement's text stays the same size however many rows it carries, which spares the client
-    and the server parsing tens of thousands of placeholders.
+    On PostgreSQL the rows travel as one JSON document (INSERT ... SELECT FROM json_to_recordset),
+    or as one array per column (unnest) when a value has no JSON form: the statement's text stays
+    the same size however many rows it carries, which spares the client and the server parsing
+    tens of thousands of placeholders.
     """
     return _insert(model, objs, conflict_fields, "DO NOTHING")
 

@@ -1,4 +1,4 @@
-"""A project's sinks and their outbox (imported by scrape/models.py so Django registers them)."""
+"""A project's sinks and their outbox (their tables keep the names they had in the scrape app)."""
 
 from django.db import models
 from django.db.models import Q
@@ -18,7 +18,7 @@ class Sink(models.Model):
     name = models.SlugField(max_length=80, help_text="Unique within the project; used in file and key schemes.")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     config = models.JSONField(
-        default=dict, blank=True, help_text="The kind's settings (see the README's Sinks section), as JSON."
+        default=dict, blank=True, help_text="The kind's settings (docs/spiders-and-rules.md, Result sinks), as JSON."
     )
     items = models.BooleanField(default=True, help_text="Deliver every stored item.")
     pages = models.BooleanField(default=False, help_text="Also deliver each extracted page's record.")
