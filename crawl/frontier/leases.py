@@ -1,6 +1,7 @@
-"""The lease, one primitive for pages, assets and the sinks' outbox: claim rows with a compare-and-set UPDATE stamped
-with a fresh token, and finish them only while that token still holds them (a zombie worker's
-late write fails). Never held across a transaction: a lease is a column, not a lock."""
+"""The lease, one primitive for pages, assets and the sinks' outbox: claim rows with a
+compare-and-set UPDATE stamped with a fresh token, and finish them only while that token still
+holds them (a zombie worker's late write fails). Never held across a transaction: a lease is a
+column, not a lock."""
 
 import json
 import os

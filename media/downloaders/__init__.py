@@ -26,6 +26,17 @@ class Options:
     proxy: str = ""
     headers: dict = field(default_factory=dict)  # the project's own headers, for its own sites only
 
+    def common(self) -> dict:
+        """The keyword arguments every downloader takes."""
+        return {
+            "tmp_dir": self.tmp_dir,
+            "max_bytes": self.max_bytes,
+            "socket_timeout": self.socket_timeout,
+            "allow_private": self.allow_private,
+            "user_agent": self.user_agent,
+            "proxy": self.proxy,
+        }
+
 
 class Downloader(Protocol):
     name: str
@@ -42,18 +53,7 @@ class Ytdlp:
     def download(self, url: str, options: Options) -> list[Download]:
         from media.downloaders.ytdlp import ytdlp_download  # yt-dlp is heavy to import: only where it is used
 
-        return [
-            ytdlp_download(
-                url,
-                tmp_dir=options.tmp_dir,
-                max_bytes=options.max_bytes,
-                socket_timeout=options.socket_timeout,
-                allow_private=options.allow_private,
-                user_agent=options.user_agent,
-                proxy=options.proxy,
-                headers=options.headers,
-            )
-        ]
+        return [ytdlp_download(url, headers=options.headers, **options.common())]
 
 
 class GalleryDl:
@@ -64,15 +64,7 @@ class GalleryDl:
     def download(self, url: str, options: Options) -> list[Download]:
         from media.downloaders.gallerydl import gallerydl_download
 
-        return gallerydl_download(
-            url,
-            tmp_dir=options.tmp_dir,
-            max_bytes=options.max_bytes,
-            socket_timeout=options.socket_timeout,
-            allow_private=options.allow_private,
-            user_agent=options.user_agent,
-            proxy=options.proxy,
-        )
+        return gallerydl_download(url, **options.common())
 
 
 REGISTRY: dict[str, Downloader] = {d.name: d for d in (Ytdlp(), GalleryDl())}
