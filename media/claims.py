@@ -17,7 +17,7 @@ from core.net.client import retry_after_value
 from crawl.frontier.assets import assets_claim, assets_ready, assets_send_alone, assets_wait, assets_wake_more
 from crawl.models import MediaAsset, Project
 from crawl.services.politeness import HostGrant, host_back_off, hosts_answered, hosts_grant, hosts_throttle
-from media.downloaders.http import Download
+from media.downloaders.plain_http import Download
 
 IDLE_RETRY_SECONDS = 1.0  # a host's connections are all in use: look again this soon
 

@@ -19,7 +19,7 @@ from crawl.results import assets_stored
 from crawl.services.politeness import hosts_release
 from crawlproject.queues import STAGES
 from media.claims import IDLE_RETRY_SECONDS, assets_claim_round, hosts_record_answers
-from media.downloaders.http import Download
+from media.downloaders.plain_http import Download
 from media.transfers import Fetched, download_assets
 
 from .models import MediaAsset, PageAsset

@@ -22,7 +22,7 @@ from crawl.services.fetch_stage import LATE_SECONDS
 from crawl.services.politeness import hosts_learn_delays
 from crawl.services.robots_cache import robots_policies
 from media.downloaders import HTTP, Options, download_with
-from media.downloaders.http import Download, download
+from media.downloaders.plain_http import Download, download
 from media.sniff import sniff_mime
 
 

@@ -172,7 +172,7 @@ class PythonSink:
 
 
 def _http_sink(sink):
-    from .http import HttpSink  # httpx and the egress gate, loaded only by a process that posts
+    from sinks.webhooks import HttpSink  # httpx and the egress gate, loaded only by a process that posts
 
     return HttpSink(sink)
 
@@ -230,7 +230,7 @@ def _check_kind(sink, config: dict) -> None:
         if config.get("type", "list") not in ("list", "hash"):
             raise ValidationError("type: list or hash")
     if sink.kind == "http":
-        from .http import http_check
+        from sinks.webhooks import http_check
 
         http_check(config)
     if sink.kind == "python":

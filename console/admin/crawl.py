@@ -24,8 +24,8 @@ from console.admin.project_forms import (
 )
 from console.admin.sinks import SinkInline
 from console.exports import CONTENT_TYPES, FIELDS, export_response
+from console.masking import MASK
 from console.models import Job
-from console.secrets import MASK
 from console.selectors import project_progress
 from crawl.models import Project
 from crawl.services.projects import seeds_add

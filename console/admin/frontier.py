@@ -21,8 +21,8 @@ from console.admin.access import PROJECT_FILTER, AllProjectsAdmin, ProjectScoped
 from console.admin.lists import CappedPaginator, recent_values_filter
 from console.admin.scrape import item_table
 from console.control import host_block, host_unblock, pages_requeue, pages_retry
+from console.masking import masked_request
 from console.models import Job
-from console.secrets import masked_request
 from crawl.models import FailedPage, Host, Page, PageContent, PageVersion, Project, RobotsTxt
 from scrape.models import HandlerLog
 

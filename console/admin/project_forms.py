@@ -8,8 +8,8 @@ from django import forms
 from django.contrib import admin
 
 from console.access import may
+from console.masking import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from console.models import ProjectAccess
-from console.secrets import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from crawl.models import Project, Seed
 from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import seed_problem

@@ -5,7 +5,7 @@ import re
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.secrets import masked_config, masked_map, masked_url, unmasked_config, unmasked_map, unmasked_url
+from console.masking import masked_config, masked_map, masked_url, unmasked_config, unmasked_map, unmasked_url
 from crawl.validators import json_problem
 from scrape.jsonapi import ApiConfigError, compile_api_config
 

@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from console.access import may, projects_for, sees
 from console.exports import FIELDS, ExportFilter
-from console.secrets import MASK
+from console.masking import MASK
 from core.storage import StorageUnavailable, object_url
 from crawl.models import MediaAsset, Page, Project, Seed
 from crawl.services.projects import project_named_alike, seed_problem

@@ -1,6 +1,6 @@
 """An httpx transport on aiohttp for the page fetcher's direct connections.
 
-httpx stays the interface (core.net.client, media.downloaders.http and the tests use its client, requests
+httpx stays the interface (core.net.client, media.downloaders.plain_http and the tests use its client, requests
 and errors); the connections and HTTP/1.1 parsing underneath are aiohttp's, which costs a fraction
 of httpcore's CPU per page (bench/micro_fetch.py). The address guard is netguard's, applied in the
 connector (netguard.AiohttpGuard).

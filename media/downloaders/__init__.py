@@ -2,7 +2,7 @@
 
 A project's media rules name an asset's downloader when the asset is found (core/mediarules.py,
 `downloader_for`); the download stage looks the name up here. "http" runs on the stage's event loop,
-many at once, at each host's slot (media/downloaders/http.py); every other downloader is a program
+many at once, at each host's slot (media/downloaders/plain_http.py); every other downloader is a program
 that opens its own sockets through an egress gate, and runs one asset at a time in a thread of its
 host. Adding one: a module here with a class that has `name` and `download`, listed in REGISTRY,
 and a rule in core/mediarules.py that names it.
@@ -11,7 +11,7 @@ and a rule in core/mediarules.py that names it.
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from media.downloaders.http import Download
+from media.downloaders.plain_http import Download
 
 HTTP = "http"
 

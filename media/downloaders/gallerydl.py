@@ -14,7 +14,7 @@ import tempfile
 from urllib.parse import urlsplit
 
 from core.net.egress import gate
-from media.downloaders.http import Download, file_sha256
+from media.downloaders.plain_http import Download, file_sha256
 
 EXECUTABLE = "gallery-dl"
 MAX_FILES = 100

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import yt_dlp
 
 from core.net.egress import gate
-from media.downloaders.http import Download, file_sha256
+from media.downloaders.plain_http import Download, file_sha256
 
 log = logging.getLogger(__name__)
 

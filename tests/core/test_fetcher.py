@@ -1,4 +1,4 @@
-"""core.net.guard, core.net.client and media.downloaders.http against real TCP servers on 127.0.0.1.
+"""core.net.guard, core.net.client and media.downloaders.plain_http against real TCP servers on 127.0.0.1.
 
 Each server is a tests.servers.RawServer writing raw HTTP/1.1 bytes, so a test can send what
 no well-behaved server would: lying Content-Length, gzip bombs, silence, a trickle.
@@ -15,7 +15,7 @@ import pytest
 
 from core.net.client import FetchLimits, FetchResponse, fetch, is_transient, make_client
 from core.net.guard import address_is_public
-from media.downloaders.http import Download, download
+from media.downloaders.plain_http import Download, download
 from tests import servers
 from tests.helpers import free_port
 from tests.servers import RawServer, answer, head, read_request_head, silent, tls_context, trickle

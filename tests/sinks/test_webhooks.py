@@ -14,10 +14,10 @@ from django.utils import timezone
 from crawl.models import Project
 from scrape.models import Item
 from sinks.delivery import sink_counts, sink_deliver, sinks_offer, sinks_tick
-from sinks.http import ReceiverRefused
 from sinks.kinds import writer_for
 from sinks.models import Sink, SinkDelivery
 from sinks.signing import signature, signature_valid, signed_headers
+from sinks.webhooks import ReceiverRefused
 from tests.conftest import BASE_DIR, last_json_line, run_manage
 from tests.helpers import wait_until
 from tests.webhook_receiver import WebhookReceiver
