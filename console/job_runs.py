@@ -163,7 +163,7 @@ class Waiting:
                     jobs_tick()
                     sinks_tick()
                     last_reap = now
-                if now - last_count >= count_every or not project_work_owed(self.project):
+                if now - last_count >= count_every or not project_work_owed(self.project.id):
                     counting = time.monotonic()
                     progress, last_count = project_progress(self.project), time.monotonic()
                     # It counts every row of the project (0.2 s at 100,000 rows): at most ~1% of a core of

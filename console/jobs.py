@@ -21,8 +21,9 @@ from console.jobreads import (  # noqa: F401 - the reads of a job, used through 
     job_span,
 )
 from console.models import Job
+from console.selectors import project_work_owed
 from crawl.frontier.recrawl import pages_dispatch
-from crawl.frontier.stages import ASSET_PENDING_STATES, PAGE_PENDING_STATES, job_scope
+from crawl.frontier.stages import job_scope
 from crawl.models import MediaAsset, Page, Project
 
 ACTIVE = Job.ACTIVE_STATES
@@ -142,7 +143,7 @@ def jobs_tick() -> dict[str, int]:
             started += Job.objects.filter(id=job.id, state=Job.State.QUEUED).update(
                 state=Job.State.RUNNING, started_at=began
             )
-        if job.project.status == Project.Status.ACTIVE and not _owes_work(job.project_id):
+        if job.project.status == Project.Status.ACTIVE and not project_work_owed(job.project_id):
             ended += job_finish(job=job)
     return {"started": started, "ended": ended}
 
@@ -151,7 +152,7 @@ def job_finish(*, job: Job) -> bool:
     """End the job if its project owes no more work. True if it ended now."""
     with transaction.atomic():
         job = Job.objects.select_for_update().get(id=job.id)
-        if job.state not in (Job.State.QUEUED, Job.State.RUNNING) or _owes_work(job.project_id):
+        if job.state not in (Job.State.QUEUED, Job.State.RUNNING) or project_work_owed(job.project_id):
             return False
         state, message = _verdict(job_counts(job))
         began, last = job_span(job)
@@ -176,9 +177,3 @@ def _verdict(counts: dict) -> tuple[str, str]:
         return Job.State.SUCCEEDED, "nothing was owed"
     forbidden = f" ({refused} forbidden by robots.txt)" if refused else ""
     return Job.State.SUCCEEDED, f"{done} pages done, {failed} failed{forbidden}"
-
-
-def _owes_work(project_id: int) -> bool:
-    pages = Page.objects.filter(project_id=project_id, state__in=PAGE_PENDING_STATES)
-    assets = MediaAsset.objects.filter(project_id=project_id, state__in=ASSET_PENDING_STATES)
-    return pages.exists() or assets.exists()

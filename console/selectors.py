@@ -55,11 +55,11 @@ def retrying_text(row: dict) -> str:
     return f"{row['pages']} {'page' if row['pages'] == 1 else 'pages'} retrying {row['code']}, next at {at}"
 
 
-def project_work_owed(project: Project) -> bool:
+def project_work_owed(project_id: int) -> bool:
     """Whether any page or asset of the project still has work owed: two index probes, cheap
     however large the frontier (project_progress counts every row)."""
-    pages = Page.objects.filter(project=project, state__in=PAGE_PENDING_STATES)
-    assets = MediaAsset.objects.filter(project=project, state__in=ASSET_PENDING_STATES)
+    pages = Page.objects.filter(project_id=project_id, state__in=PAGE_PENDING_STATES)
+    assets = MediaAsset.objects.filter(project_id=project_id, state__in=ASSET_PENDING_STATES)
     return pages.exists() or assets.exists()
 
 

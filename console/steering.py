@@ -84,7 +84,7 @@ def _start(project: Project, seeds: dict[str, list[str]], recrawl: bool) -> int:
 
 
 def _refuse_finished(project: Project) -> None:
-    if job_current(project) is not None or project_work_owed(project):
+    if job_current(project) is not None or project_work_owed(project.id):
         return
     pages = Page.objects.filter(project=project)
     keys = {_seed_key(url) for url in _seed_urls(project)}

@@ -54,9 +54,15 @@ def project_snapshot(project: Project, name: str, build: Callable[[Project], T])
 
 def project_config_changed(project: Project) -> None:
     """Move the project's change stamp (its row and this copy) after a change its save did not make:
-    seeds added in bulk, or deleted."""
-    project.config_changed_at = timezone.now()
-    Project.objects.filter(id=project.id).update(config_changed_at=project.config_changed_at)
+    seeds added in bulk."""
+    project.config_changed_at = config_stamp_move(project.id)
+
+
+def config_stamp_move(project_id: int):
+    """Move the change stamp of the project's row (a seed saved or deleted); returns the new one."""
+    now = timezone.now()
+    Project.objects.filter(id=project_id).update(config_changed_at=now)
+    return now
 
 
 def project_media_rules(project: Project) -> MediaRules:

@@ -3,10 +3,10 @@ revisits with the projects' revisit settings; and the pipeline's one signal to w
 
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import Signal, receiver
-from django.utils import timezone
 
 from crawl.frontier.recrawl import pages_reschedule
 from crawl.models import Project, Seed
+from crawl.policy import config_stamp_move
 from crawl.services.recrawl_schedules import schedule_sync, task_name
 
 # Sent by beat's recrawl tick inside its transaction when pages of a project are due, before they
@@ -41,7 +41,7 @@ def project_saved(sender, instance: Project, update_fields=None, **kwargs) -> No
 @receiver(post_delete, sender=Seed)
 def seed_changed(sender, instance: Seed, **kwargs) -> None:
     """A seed is configuration (it makes the default scope): its project's change stamp moves."""
-    Project.objects.filter(id=instance.project_id).update(config_changed_at=timezone.now())
+    config_stamp_move(instance.project_id)
 
 
 @receiver(post_delete, sender=Project)
