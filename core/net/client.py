@@ -23,7 +23,15 @@ import httpx
 
 from core.net.egress import EGRESS_HEADER, egress_url
 from core.net.guard import BlockedAddress
-from core.net.transport import AiohttpTransport, SlotMissed, deadline_passed, send_deadline
+from core.net.transport import (
+    AiohttpTransport,
+    SlotMissed,
+    answer_close,
+    answer_headers,
+    deadline_passed,
+    raw_chunks,
+    send_deadline,
+)
 
 TRANSIENT_ERRORS = frozenset(
     {"connect_timeout", "read_timeout", "total_timeout", "connect_error", "dns_error", "protocol_error", "proxy_error"}
@@ -96,6 +104,7 @@ def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = 
         )
     client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, cookies=no_cookies())
     client.through_egress = bool(proxy)
+    client.direct = None if proxy else transport  # fetch() reads aiohttp's answers from it directly
     return client
 
 
@@ -164,14 +173,16 @@ async def fetch(
     limits: FetchLimits,
     method: str = "GET",
     body: bytes | None = None,
+    target: httpx.URL | None = None,
 ) -> FetchResponse:
-    """One request; never raises: failures come back as error_code/error_message."""
+    """One request; never raises: failures come back as error_code/error_message. `target`: the
+    URL already parsed by the caller (httpx.URL(url)), not parsed again."""
     started = time.monotonic()
     response = FetchResponse(url=url)
     timeout = httpx.Timeout(limits.read_timeout, connect=limits.connect_timeout)
     try:
         async with asyncio.timeout(limits.total_timeout):
-            await _stream_into(response, client, (method, url, headers, body), timeout, limits)
+            await _stream_into(response, client, (method, target or url, headers, body), timeout, limits)
     except Exception as exc:
         response.error_code, response.error_message = classify_error(exc, limits)
     response.elapsed = time.monotonic() - started
@@ -181,13 +192,17 @@ async def fetch(
 async def _stream_into(response, client, request, timeout, limits: FetchLimits) -> None:
     method, url, headers, body = request
     headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
+    direct = getattr(client, "direct", None)
+    if direct is not None:
+        await _answer_into(response, direct, _request(client, method, url, headers, body, timeout), limits)
+        return
     async with client.stream(method, url, headers=headers, content=body, timeout=timeout) as r:
         check_egress_answer(client, r)
         response.status_code = r.status_code
         response.headers = {k.lower(): v for k, v in r.headers.items()}
         response.set_cookies = r.headers.get_list("set-cookie")
         if "location" in response.headers:
-            response.location = urljoin(url, response.headers["location"].strip())
+            response.location = urljoin(response.url, response.headers["location"].strip())
         max_bytes, declared = limits.max_bytes, r.headers.get("content-length", "")
         if limits.truncate:
             response.body = await _read_truncated(r, max_bytes)
@@ -197,10 +212,41 @@ async def _stream_into(response, client, request, timeout, limits: FetchLimits) 
         response.body = b"".join([chunk async for chunk in iter_capped(r, max_bytes)])
 
 
-async def _read_truncated(r: httpx.Response, max_bytes: int) -> bytes:
+def _request(client: httpx.AsyncClient, method: str, url, headers: dict, body, timeout: httpx.Timeout) -> httpx.Request:
+    """The request client.build_request makes (the client's default headers under these, Host
+    first), without its cookie, query and base-URL merging, which a fetch client never uses (its
+    jar keeps nothing: no_cookies)."""
+    merged = client.headers.copy()
+    merged.update(headers)
+    return httpx.Request(method, url, headers=merged, content=body, extensions={"timeout": timeout.as_dict()})
+
+
+async def _answer_into(response, transport: AiohttpTransport, request: httpx.Request, limits: FetchLimits) -> None:
+    """_stream_into on aiohttp's answer itself (a direct connection): the same request on the wire
+    and the same response, without httpx's response and stream objects around it."""
+    answer = await transport.answer(request)
+    try:
+        response.status_code = answer.status
+        response.headers, response.set_cookies = answer_headers(answer.raw_headers)
+        if "location" in response.headers:
+            response.location = urljoin(response.url, response.headers["location"].strip())
+        max_bytes, declared = limits.max_bytes, response.headers.get("content-length", "")
+        encoding = response.headers.get("content-encoding", "")
+        if limits.truncate:
+            response.body = await _read_truncated(capped(encoding, raw_chunks(answer), max_bytes), max_bytes)
+            return
+        if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
+            raise BodyTooLarge(f"Content-Length {declared} exceeds the {max_bytes}-byte cap")
+        response.body = b"".join([chunk async for chunk in capped(encoding, raw_chunks(answer), max_bytes)])
+    finally:
+        answer_close(answer)
+
+
+async def _read_truncated(r, max_bytes: int) -> bytes:
+    """The first max_bytes of a body (an httpx response, or capped chunks)."""
     chunks, size = [], 0
     try:
-        async for chunk in iter_capped(r, max_bytes):
+        async for chunk in iter_capped(r, max_bytes) if isinstance(r, httpx.Response) else r:
             chunks.append(chunk)
             size += len(chunk)
     except BodyTooLarge:
@@ -224,9 +270,15 @@ async def iter_capped(r: httpx.Response, max_bytes: int):
     Decoding is done here, 64 KiB of output at a time, instead of by httpx, which inflates a whole
     network read at once: a gzip bomb's 64 KiB read can be 64 MiB of zeros. Memory stays bounded.
     """
-    inflater = _inflater(r.headers.get("content-encoding", ""))
+    async for chunk in capped(r.headers.get("content-encoding", ""), r.aiter_raw(), max_bytes):
+        yield chunk
+
+
+async def capped(encoding: str, raw_chunks, max_bytes: int):
+    """iter_capped on a body's raw chunks and its Content-Encoding."""
+    inflater = _inflater(encoding)
     size = 0
-    async for raw in r.aiter_raw():
+    async for raw in raw_chunks:
         for chunk in _inflate(inflater, raw) if inflater else (raw,):
             size += len(chunk)
             if size > max_bytes:
@@ -380,7 +432,8 @@ async def fetch_many(
 
     async def one(request: FetchRequest) -> FetchResponse:
         await asyncio.sleep(max(0.0, request.start_at - time.time()))
-        host = httpx.URL(request.url).host
+        target = httpx.URL(request.url)
+        host = target.host
         async with host_gates.get(host) or contextlib.nullcontext(), gate:
             if deadline_passed(request.latest_start):
                 return FetchResponse(url=request.url, error_code=SLOT_MISSED, error_message="it missed its host's slot")
@@ -390,7 +443,13 @@ async def fetch_many(
                 )
             send_deadline.set(request.latest_start)  # checked again when the connection is ready to write
             response = await fetch(
-                client, request.url, headers=request.headers, limits=limits, method=request.method, body=request.body
+                client,
+                request.url,
+                headers=request.headers,
+                limits=limits,
+                method=request.method,
+                body=request.body,
+                target=target,
             )
             wait = retry_after_seconds(response)
             if wait:

@@ -119,13 +119,26 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        answer = await self.answer(request)
+        reason = (answer.reason or "").encode("latin-1", "replace")
+        return httpx.Response(
+            answer.status,
+            headers=answer.raw_headers,
+            stream=AiohttpStream(answer),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
+        )
+
+    async def answer(self, request: httpx.Request) -> aiohttp.ClientResponse:
+        """aiohttp's response to an httpx request (its head read, its body not yet), aiohttp's errors
+        raised as httpx's. core.net.client.fetch reads it directly: the httpx response and stream
+        around it cost more CPU per page than aiohttp itself."""
         if self._session is None:
             self._session = self._open_session()
         if _numeric_spelling(request.url.host):
             await self._check_numeric_host(request.url)
         body = await request.aread()
         with httpx_errors():
-            answer = await self._session.request(
+            return await self._session.request(
                 request.method,
                 yarl.URL(str(request.url), encoded=True),  # as httpx encoded it, not quoted again
                 headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
@@ -134,13 +147,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 timeout=_timeout(request.extensions.get("timeout", {})),
                 server_hostname=request.extensions.get("sni_hostname"),
             )
-        reason = (answer.reason or "").encode("latin-1", "replace")
-        return httpx.Response(
-            answer.status,
-            headers=answer.raw_headers,
-            stream=AiohttpStream(answer),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
-        )
 
     async def _check_numeric_host(self, url: httpx.URL) -> None:
         """aiohttp refuses an IPv4 address spelled otherwise than as a dotted quad (2130706433,
@@ -246,14 +252,49 @@ class AiohttpStream(httpx.AsyncByteStream):
         self._answer = answer
 
     async def __aiter__(self):
-        with httpx_errors():
-            async for chunk in self._answer.content.iter_any():
-                yield chunk
+        async for chunk in raw_chunks(self._answer):
+            yield chunk
 
     async def aclose(self) -> None:
-        """A connection whose body was read to its end goes back to the pool; any other is closed
-        (a capped or abandoned body is never drained)."""
-        if self._answer.content.at_eof():
-            self._answer.release()
-        else:
-            self._answer.close()
+        answer_close(self._answer)
+
+
+async def raw_chunks(answer: aiohttp.ClientResponse):
+    """The body of an answer as it arrives, framing removed, content encoding kept."""
+    with httpx_errors():
+        async for chunk in answer.content.iter_any():
+            yield chunk
+
+
+def answer_close(answer: aiohttp.ClientResponse) -> None:
+    """A connection whose body was read to its end goes back to the pool; any other is closed (a
+    capped or abandoned body is never drained)."""
+    if answer.content.at_eof():
+        answer.release()
+    else:
+        answer.close()
+
+
+def answer_headers(raw: tuple[tuple[bytes, bytes], ...]) -> tuple[dict[str, str], list[str]]:
+    """An answer's head as httpx gives it: names lower-cased, repeated fields joined with ", ", the
+    values decoded as ASCII, else UTF-8, else Latin-1 (one choice for the whole head); and every
+    Set-Cookie value apart."""
+    encoding = next(e for e in ("ascii", "utf-8", "iso-8859-1") if _decodes(raw, e))
+    fields: dict[str, str] = {}
+    cookies = []
+    for name, value in raw:
+        key, text = name.decode(encoding).lower(), value.decode(encoding)
+        fields[key] = f"{fields[key]}, {text}" if key in fields else text
+        if key == "set-cookie":
+            cookies.append(text)
+    return fields, cookies
+
+
+def _decodes(raw, encoding: str) -> bool:
+    try:
+        for name, value in raw:
+            name.decode(encoding)
+            value.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -12,12 +12,13 @@ import socket
 import time
 import zlib
 
+import httpx
 import pytest
 from django.conf import settings
 
 from core.net import guard as netguard
 from core.net.client import SLOT_MISSED, ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
-from core.net.transport import AiohttpTransport, send_deadline
+from core.net.transport import AiohttpTransport, answer_headers, send_deadline
 from tests.core.test_fetcher import MB, QUICK, drain_accepts, run_download, run_fetch
 from tests.helpers import free_port
 from tests.servers import RawServer, answer, head, html, tls_context
@@ -45,6 +46,44 @@ def resolves(monkeypatch):
 
 def test_the_direct_client_runs_on_aiohttp():
     assert isinstance(make_client(allow_private=False)._transport, AiohttpTransport)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        [(b"Content-Type", b"text/html"), (b"X-Twice", b"a"), (b"x-twice", b"b")],
+        [(b"Set-Cookie", b"a=1; Path=/"), (b"Set-Cookie", b"b=2, c"), (b"Location", b"/caf\xc3\xa9")],  # UTF-8
+        [(b"Location", b"/caf\xe9"), (b"Server", b"x")],  # not UTF-8: Latin-1, as httpx reads it
+    ],
+)
+def test_the_direct_read_gives_the_head_httpx_gives(raw):
+    """fetch() reads aiohttp's answer without an httpx.Response around it: names, joined repeats,
+    decoding and every Set-Cookie are what the httpx response said for the same bytes."""
+    fields, cookies = answer_headers(tuple(raw))
+    headers = httpx.Headers(raw)
+    assert fields == {k.lower(): v for k, v in headers.items()}
+    assert cookies == headers.get_list("set-cookie")
+
+
+def test_the_direct_client_sends_the_request_httpx_would():
+    """The same request line and head as through httpx's client (the client's default headers
+    under the caller's, Host first, Content-Length for a body)."""
+
+    async def go(url):
+        results = []
+        async with make_client(allow_private=True) as client:
+            for direct in (client.direct, None):
+                client.direct = direct
+                headers = {"User-Agent": "probe/1", "X-Extra": "1"}
+                results.append(await fetch(client, url, headers=headers, limits=QUICK, method="POST", body=b"abc"))
+        return results
+
+    with RawServer(answer(body=b"ok")) as server:
+        results = asyncio.run(go(server.url("/a b?q=\u00e9")))
+        wire = server.requests
+    assert [(r.status_code, r.body) for r in results] == [(200, b"ok")] * 2
+    assert wire[0] == wire[1]
+    assert wire[0].startswith(b"POST /a%20b?q=%C3%A9 HTTP/1.1\r\n") and b"User-Agent: probe/1\r\n" in wire[0]
 
 
 @pytest.mark.parametrize("order", [("127.0.0.2", "127.0.0.1"), ("127.0.0.1", "127.0.0.2")])
