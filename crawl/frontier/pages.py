@@ -9,6 +9,7 @@ message is published after the commit it depends on.
 """
 
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -51,19 +52,37 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     return fair_rows(_fetching_project_ids(render), limit, lambda p, offset, count: _due_rows(p, due, offset, count))
 
 
-def _fetching_project_ids(render: bool) -> dict[int, int]:
+def _fetching_project_ids(render: bool, *, fresh: bool = False) -> dict[int, int]:
     """{project id: weight} of the active projects of the stage whose fetching is not paused for
-    their extract backlog."""
-    backlog = EXTRACT_BACKLOG * settings.CRAWL_EXTRACT_BATCH
-    waiting = Page.objects.filter(state=FETCHED).values("project_id").annotate(n=Count("id")).filter(n__gt=backlog)
-    backlogged = waiting.values("project_id")  # few rows: fetching pauses at the backlog
-    return project_weights(Q(status=Project.Status.ACTIVE, render_js=render) & ~Q(id__in=backlogged))
+    their extract backlog. The backlogged projects are counted again at most every BACKLOG_SECONDS
+    in a process (a fetch session asks at every round), unless `fresh`."""
+    backlogged, active = _backlogged(fresh), project_weights(status=Project.Status.ACTIVE, render_js=render)
+    return {project_id: weight for project_id, weight in active.items() if project_id not in backlogged}
+
+
+BACKLOG_SECONDS = 1.0
+_backlog_seen: list = [float("-inf"), frozenset()]  # when, and the projects found backlogged then
+
+
+def backlog_recount() -> None:
+    """The next question counts the backlogs again (tests that make one and look at once)."""
+    _backlog_seen[0] = float("-inf")
+
+
+def _backlogged(fresh: bool) -> frozenset[int]:
+    """The projects whose fetched pages wait for extraction beyond EXTRACT_BACKLOG batches."""
+    now = time.monotonic()
+    if fresh or now - _backlog_seen[0] >= BACKLOG_SECONDS:
+        backlog = EXTRACT_BACKLOG * settings.CRAWL_EXTRACT_BATCH
+        counts = Page.objects.filter(state=FETCHED).values("project_id").annotate(n=Count("id")).filter(n__gt=backlog)
+        _backlog_seen[:] = [now, frozenset(counts.values_list("project_id", flat=True))]
+    return _backlog_seen[1]
 
 
 def pages_fetch_resumes(project: Project) -> None:
     """An extract batch of the project is written: if its backlog no longer pauses its fetching, its
     stage wakes for the due pages (a wake-up already on its way serves)."""
-    fetching = _fetching_project_ids(project.render_js)
+    fetching = _fetching_project_ids(project.render_js, fresh=True)
     if project.id in fetching:
         pages_wake_when_due(render=project.render_js, early=0.0, least=0.0, projects=fetching)
 
