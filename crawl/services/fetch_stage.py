@@ -26,6 +26,7 @@ from core.net.client import (
     runner,
 )
 from crawl.frontier.pages import (
+    backlog_recount,
     page_never_given_up,
     pages_claim_for_fetch,
     pages_finish,
@@ -78,6 +79,7 @@ def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, 
     queue = RENDER if render else FETCH
     if wake:
         wakeup_taken(queue, datetime.fromisoformat(wake))
+        backlog_recount()  # an extract batch that resumed fetching sent this wake-up: look again now
     if not page_ids and not render:
         from crawl.services.fetch_session import session_run  # it drives this module's rounds
 
