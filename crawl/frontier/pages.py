@@ -65,7 +65,8 @@ _backlog_seen: list = [float("-inf"), frozenset()]  # when, and the projects fou
 
 
 def backlog_recount() -> None:
-    """The next question counts the backlogs again (tests that make one and look at once)."""
+    """The next question counts the backlogs again: a fetch wake-up (an extract batch may have
+    resumed fetching), or a test that makes a backlog and looks at once."""
     _backlog_seen[0] = float("-inf")
 
 
