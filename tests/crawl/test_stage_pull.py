@@ -179,6 +179,30 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
     assert Page.objects.get(id=hub_id).state in ("done", "extracted")
 
 
+def test_a_fetch_wake_up_after_the_extract_backlog_cleared_fetches_at_once(db, settings, monkeypatch):
+    """An extract batch that brings its project back under the backlog wakes the fetch stage: the
+    process the wake-up reaches counted the backlog a moment before (it keeps that count a while),
+    yet it fetches the project's due page now."""
+    from crawl.frontier import pages as frontier_pages
+    from crawl.services.fetch_stage import pages_fetch
+
+    monkeypatch.setattr(frontier_pages, "BACKLOG_SECONDS", 3600)
+    settings.CRAWL_FETCH_SESSION_SECONDS, settings.CRAWL_EXTRACT_BATCH = 0, 2
+    backlog = frontier_pages.EXTRACT_BACKLOG * settings.CRAWL_EXTRACT_BATCH
+    with SiteServer(gallery_site(0, robots=NO_ROBOTS)) as server:
+        project = project_get_or_create(name="resumed", allow_private=True)
+        waiting = seeds_add(project=project, urls=[f"{server.url}/waiting/{i}" for i in range(backlog + 1)])
+        Page.objects.filter(id__in=waiting).update(state="fetched", enqueued_at=timezone.now())
+        (due_id,) = seeds_add(project=project, urls=[f"{server.url}/"])
+        frontier_pages.backlog_recount()
+        pages_fetch(page_ids=[], worker="t")  # counted now: the project is backlogged
+        assert Page.objects.get(id=due_id).state == "queued" and server.paths() == []
+        Page.objects.filter(id__in=waiting).update(state="done")  # extracted meanwhile
+        pages_fetch(page_ids=[], worker="t", wake=timezone.now().isoformat())
+        assert "/" in server.paths()
+    assert Page.objects.get(id=due_id).state == "fetched"
+
+
 def test_an_extract_wake_up_shares_its_batch_between_projects_and_leaves_suspects_alone(db):
     """A project owing many fetched pages does not fill the batch: the other's pages are in it. A
     page a dead worker held among others (suspect) is left to its own message."""
