@@ -201,15 +201,22 @@ async def _stream_into(response, client, request, timeout, limits: FetchLimits) 
         response.status_code = r.status_code
         response.headers = {k.lower(): v for k, v in r.headers.items()}
         response.set_cookies = r.headers.get_list("set-cookie")
-        if "location" in response.headers:
-            response.location = urljoin(response.url, response.headers["location"].strip())
-        max_bytes, declared = limits.max_bytes, r.headers.get("content-length", "")
-        if limits.truncate:
-            response.body = await _read_truncated(r, max_bytes)
-            return
-        if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in r.headers:
-            raise BodyTooLarge(f"Content-Length {declared} exceeds the {max_bytes}-byte cap")
-        response.body = b"".join([chunk async for chunk in iter_capped(r, max_bytes)])
+        await _body_into(response, r.aiter_raw(), limits)
+
+
+async def _body_into(response: FetchResponse, raw_chunks, limits: FetchLimits) -> None:
+    """After the head (response.headers filled): the redirect's target, then the body from its raw
+    chunks, decoded and capped (the first max_bytes kept when `limits.truncate`)."""
+    if "location" in response.headers:
+        response.location = urljoin(response.url, response.headers["location"].strip())
+    max_bytes, declared = limits.max_bytes, response.headers.get("content-length", "")
+    body = capped(response.headers.get("content-encoding", ""), raw_chunks, max_bytes)
+    if limits.truncate:
+        response.body = await _read_truncated(body, max_bytes)
+        return
+    if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
+        raise BodyTooLarge(f"Content-Length {declared} exceeds the {max_bytes}-byte cap")
+    response.body = b"".join([chunk async for chunk in body])
 
 
 def _request(client: httpx.AsyncClient, method: str, url, headers: dict, body, timeout: httpx.Timeout) -> httpx.Request:
@@ -228,27 +235,17 @@ async def _answer_into(response, transport: AiohttpTransport, request: httpx.Req
     try:
         response.status_code = answer.status
         response.headers, response.set_cookies = answer_headers(answer.raw_headers)
-        if "location" in response.headers:
-            response.location = urljoin(response.url, response.headers["location"].strip())
-        max_bytes, declared = limits.max_bytes, response.headers.get("content-length", "")
-        encoding = response.headers.get("content-encoding", "")
-        if limits.truncate:
-            response.body = await _read_truncated(capped(encoding, raw_chunks(answer), max_bytes), max_bytes)
-            return
-        if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
-            raise BodyTooLarge(f"Content-Length {declared} exceeds the {max_bytes}-byte cap")
-        response.body = b"".join([chunk async for chunk in capped(encoding, raw_chunks(answer), max_bytes)])
+        await _body_into(response, raw_chunks(answer), limits)
     finally:
         answer_close(answer)
 
 
-async def _read_truncated(r, max_bytes: int) -> bytes:
-    """The first max_bytes of a body (an httpx response, or capped chunks)."""
-    chunks, size = [], 0
+async def _read_truncated(body, max_bytes: int) -> bytes:
+    """The first max_bytes of a capped body."""
+    chunks = []
     try:
-        async for chunk in iter_capped(r, max_bytes) if isinstance(r, httpx.Response) else r:
+        async for chunk in body:
             chunks.append(chunk)
-            size += len(chunk)
     except BodyTooLarge:
         pass  # the first max_bytes are kept; the rest is never read
     return b"".join(chunks)[:max_bytes]

@@ -52,11 +52,11 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     return fair_rows(_fetching_project_ids(render), limit, lambda p, offset, count: _due_rows(p, due, offset, count))
 
 
-def _fetching_project_ids(render: bool, *, fresh: bool = False) -> dict[int, int]:
+def _fetching_project_ids(render: bool) -> dict[int, int]:
     """{project id: weight} of the active projects of the stage whose fetching is not paused for
     their extract backlog. The backlogged projects are counted again at most every BACKLOG_SECONDS
-    in a process (a fetch session asks at every round), unless `fresh`."""
-    backlogged, active = _backlogged(fresh), project_weights(status=Project.Status.ACTIVE, render_js=render)
+    in a process (a fetch session asks at every round), or after backlog_recount()."""
+    backlogged, active = _backlogged(), project_weights(status=Project.Status.ACTIVE, render_js=render)
     return {project_id: weight for project_id, weight in active.items() if project_id not in backlogged}
 
 
@@ -65,15 +65,15 @@ _backlog_seen: list = [float("-inf"), frozenset()]  # when, and the projects fou
 
 
 def backlog_recount() -> None:
-    """The next question counts the backlogs again: a fetch wake-up (an extract batch may have
-    resumed fetching), or a test that makes a backlog and looks at once."""
+    """The next question counts the backlogs again: after an extract batch, at a fetch wake-up (the
+    batch may have resumed fetching), or in a test that makes a backlog and looks at once."""
     _backlog_seen[0] = float("-inf")
 
 
-def _backlogged(fresh: bool) -> frozenset[int]:
+def _backlogged() -> frozenset[int]:
     """The projects whose fetched pages wait for extraction beyond EXTRACT_BACKLOG batches."""
     now = time.monotonic()
-    if fresh or now - _backlog_seen[0] >= BACKLOG_SECONDS:
+    if now - _backlog_seen[0] >= BACKLOG_SECONDS:
         backlog = EXTRACT_BACKLOG * settings.CRAWL_EXTRACT_BATCH
         counts = Page.objects.filter(state=FETCHED).values("project_id").annotate(n=Count("id")).filter(n__gt=backlog)
         _backlog_seen[:] = [now, frozenset(counts.values_list("project_id", flat=True))]
@@ -83,7 +83,8 @@ def _backlogged(fresh: bool) -> frozenset[int]:
 def pages_fetch_resumes(project: Project) -> None:
     """An extract batch of the project is written: if its backlog no longer pauses its fetching, its
     stage wakes for the due pages (a wake-up already on its way serves)."""
-    fetching = _fetching_project_ids(project.render_js, fresh=True)
+    backlog_recount()
+    fetching = _fetching_project_ids(project.render_js)
     if project.id in fetching:
         pages_wake_when_due(render=project.render_js, early=0.0, least=0.0, projects=fetching)
 
