@@ -38,7 +38,7 @@ class Run:
 
 
 log = logging.getLogger("crawlhub.run")
-POLL_SECONDS = 0.5  # how soon the end of the crawl is noticed (a cheap check: project_work_owed)
+POLL_SECONDS = 0.2  # how soon the end of the crawl is noticed (two index probes: project_work_owed)
 COUNT_EVERY_SECONDS = 2.0  # the full counts by state (progress display, stall detection), at least this apart
 REAP_EVERY_SECONDS = 5.0
 OUTAGE_WAIT_SECONDS = 2.0
