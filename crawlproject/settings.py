@@ -50,7 +50,7 @@ CRAWLHUB_LOGIN_WINDOW_SECONDS = env.int("CRAWLHUB_LOGIN_WINDOW_SECONDS", default
 CRAWLHUB_METRICS_TOKEN = env.str("CRAWLHUB_METRICS_TOKEN", default="")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "console.admin_app.AdminOnDemandConfig",  # django.contrib.admin; its modules load with the URLs
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -4,6 +4,8 @@ pages in the admin, the REST API, the metrics endpoint; console/urls.py) and the
 from django.contrib import admin
 from django.urls import include, path
 
+admin.autodiscover()  # the apps' admin modules (console.admin_app leaves them to the URLs)
+
 urlpatterns = [
     # First: the console's admin/dashboard/ and admin/tryurl/ come before the admin's catch-all.
     path("", include("console.urls")),
