@@ -1,6 +1,6 @@
 """Django's admin as an app whose admin modules are imported when the URLs load
 (crawlproject/urls.py) or the system checks run, not at every start: Celery workers and management
-commands (a crawl and its progress polls) import a third of a second less and never use them."""
+commands (a crawl and its progress polls) import a quarter of a second less and never use them."""
 
 from django.contrib.admin.apps import SimpleAdminConfig
 from django.core import checks
