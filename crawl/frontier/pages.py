@@ -53,9 +53,12 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     number of projects, not the size of the frontier."""
     projects = _stage_projects(render)
     weights = {project_id: weight for project_id, (weight, _) in projects.items()}
+    # A page whose request says not_before is taken once due, not `due`'s moment early.
+    on_time = Q(next_fetch_at__lte=timezone.now()) | ~Q(request__has_key="not_before")
 
     def rows_of(project_id: int, offset: int, count: int) -> list:
-        return _due_rows(project_id, due, offset, count, stage_rows(render, project_renders=projects[project_id][1]))
+        stage = stage_rows(render, project_renders=projects[project_id][1]) & on_time
+        return _due_rows(project_id, due, offset, count, stage)
 
     return fair_rows(weights, limit, rows_of)
 
