@@ -143,9 +143,9 @@ def test_a_priority_request_takes_its_hosts_next_free_slot_ahead_of_the_queued_p
     env = worker_env | {"CRAWL_SPIDER_MODULES": SPIDERS}
     listed = tuple(f"/p/{n}" for n in range(1, 35))
     with SiteServer(Site()) as site:
-        site.site.files |= {path: page() for path in listed}
+        urgent = orders_page([{"url": "/urgent", "priority": 10}])  # made by the first of them extracted
+        site.site.files |= {path: urgent for path in listed}
         site.site.files |= {"/list": orders_page([], listed), "/urgent": page("urgent")}
-        site.site.files["/p/3"] = orders_page([{"url": "/urgent", "priority": 10}])
         project_get_or_create(name="polite", allow_private=True, obey_robots=False, spider="req-orders", min_delay=1.0)
         workers.env = env
         workers.start("all", "fetch,extract", concurrency=2)
