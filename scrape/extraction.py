@@ -158,7 +158,7 @@ def _spider_reads(page: Page, body: bytes) -> bool:
     if not (_looks_like_json(page.content_type, body) or _looks_like_xml(page.content_type, body)):
         return False
     try:
-        _load_spiders()
+        spiders_load()
         return get_spider(page.project.spider).routes(page.url)
     except SpiderError:
         return True  # the spider is missing: _apply_spider fails the page with the reason
@@ -319,7 +319,7 @@ def _apply_spider(
     meta...); its failure is the page's error, not the worker's. The page was fetched with its row's
     request, which the handler sees as response.request. Also returns what the handler logged."""
     try:
-        _load_spiders()
+        spiders_load()
         spider = get_spider(page.project.spider)
         request = Request.from_page_request(page.url, page.request, page.priority)
     except (SpiderError, RequestError) as exc:
@@ -338,7 +338,7 @@ def _apply_spider(
     return links, None, result.log
 
 
-def _load_spiders() -> None:
+def spiders_load() -> None:
     global _SPIDERS_LOADED
     if not _SPIDERS_LOADED:
         load_spider_modules(settings.CRAWL_SPIDER_MODULES)
