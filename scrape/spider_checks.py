@@ -1,6 +1,9 @@
 """Checks: stored responses with the items a spider must make of them, run offline (no network),
-as `manage.py spider check` and every deploy do. A check is a SpiderCheck row, or a JSON file with
-the same fields (url, status, headers, body, request, expected_items) for checks kept in a repository.
+as `manage.py spider check` and every deploy do. A check is a dict of url, status, headers, body
+(bytes), request (as a page row keeps it) and expected_items: read from a SpiderCheck row
+(scrape/spider_versions.py) or from a JSON file, for checks kept in a repository.
+
+Pure: no Django.
 """
 
 import json
@@ -8,9 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crawl.models import Project
-
-from .models import SpiderCheck
 from .spiders import Request, RequestError, Response, Spider, run_spider
 
 MAX_SHOWN = 20  # differences shown per check
@@ -27,41 +27,6 @@ class CheckResult:
         return not self.differences
 
 
-def spider_check_add(
-    *,
-    project: Project,
-    name: str,
-    url: str,
-    status: int,
-    headers: dict,
-    body: bytes | str,
-    request: dict,
-    expected_items: list[dict],
-    user=None,
-) -> SpiderCheck:
-    """Keep a response and the items expected of it as a check of the project (a check of that
-    name is replaced)."""
-    check, _ = SpiderCheck.objects.update_or_create(
-        project=project,
-        name=name,
-        defaults={
-            "url": url,
-            "status": status,
-            "headers": dict(headers or {}),
-            "body": body.encode() if isinstance(body, str) else bytes(body),
-            "request": dict(request or {}),
-            "expected_items": _as_json(list(expected_items)),
-            "created_by": user if user is not None and user.is_authenticated else None,
-        },
-    )
-    return check
-
-
-def spider_checks_run(*, project: Project, spider: Spider) -> list[CheckResult]:
-    """Run `spider` on every check of the project, in name order."""
-    return [check_run(spider, _check_fields(c)) for c in SpiderCheck.objects.filter(project=project).order_by("name")]
-
-
 def check_failures(results: list[CheckResult]) -> list[str]:
     """One line per failing check: its name and its first difference."""
     return [f"{r.name}: {r.differences[0]}" for r in results if not r.passed]
@@ -75,19 +40,6 @@ def checks_from_dir(path: Path) -> list[dict]:
         body = data.get("body", "")
         checks.append({**data, "name": data.get("name") or file.stem, "body": body.encode()})
     return checks
-
-
-def check_to_file(check: SpiderCheck) -> dict:
-    """A check as its JSON file holds it (the body as text)."""
-    return {
-        "name": check.name,
-        "url": check.url,
-        "status": check.status,
-        "headers": check.headers,
-        "request": check.request,
-        "body": bytes(check.body).decode("utf-8", "replace"),
-        "expected_items": check.expected_items,
-    }
 
 
 def check_run(spider: Spider, check: dict) -> CheckResult:
@@ -106,7 +58,7 @@ def check_run(spider: Spider, check: dict) -> CheckResult:
     result = run_spider(spider, response)
     if result.error:
         return CheckResult(check["name"], [result.error], [])
-    items = _as_json(result.items)
+    items = as_json(result.items)
     return CheckResult(check["name"], items_differences(check.get("expected_items") or [], items), items)
 
 
@@ -135,19 +87,7 @@ def _fields_differences(index: int, expected: Any, got: Any) -> list[str]:
     ]
 
 
-def _check_fields(check: SpiderCheck) -> dict:
-    return {
-        "name": check.name,
-        "url": check.url,
-        "status": check.status,
-        "headers": check.headers,
-        "body": bytes(check.body),
-        "request": check.request,
-        "expected_items": check.expected_items,
-    }
-
-
-def _as_json(value: Any) -> Any:
+def as_json(value: Any) -> Any:
     """Items as JSON keeps them (tuples become lists, other objects their str), for comparison."""
     return json.loads(json.dumps(value, default=str, allow_nan=True))
 

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from crawl.models import Project
 
-from .models import SpiderVersion
+from .models import SpiderCheck, SpiderVersion
+from .spider_checks import CheckResult, as_json, check_failures, check_run
 from .spider_code import SpiderCodeError, compile_spider, source_sha256, spider_class_for
 from .spiders import Spider, get_spider, load_spider_modules
 
@@ -44,13 +45,24 @@ def spider_version_deploy(
     nothing, with SpiderCodeError (line and reason) when it does not compile, defines no spider or
     names a missing route, and with DeployRefused when the project's checks fail, unless `force`.
     The same source as the active version deploys nothing: the active version is returned."""
-    spider_cls = compile_spider(source, filename="<deploy>")
     active = spider_version_active(project)
-    sha256 = source_sha256(source)
-    if active is not None and active.sha256 == sha256:
+    if active is not None and active.sha256 == source_sha256(source):
         return active
+    spider_cls = spider_version_vet(project=project, source=source, force=force)
+    return _version_store(project, source, spider_cls, user, message)
+
+
+def spider_version_vet(*, project: Project, source: str, force: bool = False) -> type[Spider]:
+    """What a deploy checks before it saves (forms call it to show the refusal beside the code):
+    the spider class, or SpiderCodeError / DeployRefused."""
+    spider_cls = compile_spider(source, filename="<deploy>")
     if not force:
         _checks_pass(project, spider_cls)
+    return spider_cls
+
+
+def _version_store(project: Project, source: str, spider_cls: type[Spider], user, message: str) -> SpiderVersion:
+    sha256 = source_sha256(source)
     with transaction.atomic():
         Project.objects.select_for_update().filter(id=project.id).first()  # one deploy of a project at a time
         number = (SpiderVersion.objects.filter(project=project).aggregate(n=Max("number"))["n"] or 0) + 1
@@ -69,8 +81,6 @@ def spider_version_deploy(
 
 
 def _checks_pass(project: Project, spider_cls: type[Spider]) -> None:
-    from .spider_checks import check_failures, spider_checks_run
-
     failures = check_failures(spider_checks_run(project=project, spider=spider_cls()))
     if failures:
         raise DeployRefused(f"{len(failures)} check(s) fail: " + "; ".join(failures), differences=failures)
@@ -127,3 +137,63 @@ def _load_builtins() -> None:
     if not _BUILTINS_LOADED:
         load_spider_modules(settings.CRAWL_SPIDER_MODULES)
         _BUILTINS_LOADED = True
+
+
+def spider_check_add(
+    *,
+    project: Project,
+    name: str,
+    url: str,
+    status: int,
+    headers: dict,
+    body: bytes | str,
+    request: dict,
+    expected_items: list[dict],
+    user=None,
+) -> SpiderCheck:
+    """Keep a response and the items expected of it as a check of the project (a check of that
+    name is replaced)."""
+    check, _ = SpiderCheck.objects.update_or_create(
+        project=project,
+        name=name,
+        defaults={
+            "url": url,
+            "status": status,
+            "headers": dict(headers or {}),
+            "body": body.encode() if isinstance(body, str) else bytes(body),
+            "request": dict(request or {}),
+            "expected_items": as_json(list(expected_items)),
+            "created_by": user if user is not None and user.is_authenticated else None,
+        },
+    )
+    return check
+
+
+def spider_checks_run(*, project: Project, spider: Spider) -> list[CheckResult]:
+    """Run `spider` on every check of the project, in name order."""
+    return [check_run(spider, _check_fields(c)) for c in SpiderCheck.objects.filter(project=project).order_by("name")]
+
+
+def check_to_file(check: SpiderCheck) -> dict:
+    """A check as its JSON file holds it (the body as text)."""
+    return {
+        "name": check.name,
+        "url": check.url,
+        "status": check.status,
+        "headers": check.headers,
+        "request": check.request,
+        "body": bytes(check.body).decode("utf-8", "replace"),
+        "expected_items": check.expected_items,
+    }
+
+
+def _check_fields(check: SpiderCheck) -> dict:
+    return {
+        "name": check.name,
+        "url": check.url,
+        "status": check.status,
+        "headers": check.headers,
+        "body": bytes(check.body),
+        "request": check.request,
+        "expected_items": check.expected_items,
+    }
