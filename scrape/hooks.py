@@ -13,18 +13,17 @@ from crawl.frontier.discovery import requests_enqueue
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 
-from .extraction import spiders_load
-from .spiders import Request, Spider, SpiderError, get_spider, run_start
+from .spider_versions import has_spider, project_spider
+from .spiders import Request, Spider, SpiderError, run_start
 
 log = logging.getLogger("crawlhub.spiders")
 
 
 def _spider_of(project: Project) -> Spider | None:
-    if not project.spider:
+    if not has_spider(project):
         return None
     try:
-        spiders_load()
-        return get_spider(project.spider)
+        return project_spider(project)
     except SpiderError:
         return None  # the extract stage reports an unknown spider on every page
 
