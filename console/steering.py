@@ -160,9 +160,10 @@ def _job_resume(job: Job) -> Resumed:
 
 @transaction.atomic
 def job_cancel(*, job: Job, user=None) -> bool:
-    """End the job now: the project is stopped, so its messages still in the queues claim nothing
-    (they are dropped when a worker takes them) and its queued rows stay queued; batches already
-    claimed finish, and a killed one's rows come back through the reaper. Its recrawl schedule
+    """End the job now: the project is stopped, so no stage hands out its work any more (its queued
+    pages are not fetched, its fetched pages not extracted, its assets not downloaded: they stay
+    owed, and the message counts them); its messages still in the queues claim nothing. Batches
+    already claimed finish, and a killed one's rows come back through the reaper. Its recrawl schedule
     keeps running (cancelling one run is not turning monitoring off: that is Pause): the next tick,
     or Start, is a new job that resumes exactly where this one stopped."""
     job = Job.objects.select_for_update().get(id=job.id)
@@ -195,9 +196,9 @@ def job_steer(*, job: Job, action: str, user=None) -> bool:
 
 @transaction.atomic
 def _pause(project: Project) -> bool:
-    """Stop handing out the project's work, and its recrawl schedule. Batches already claimed
-    finish; queued rows stay queued (no message is lost: claims skip paused projects, and resume
-    republishes). False if already paused."""
+    """Stop handing out the project's work (fetch, extract and download), and its recrawl schedule.
+    Batches already claimed finish; queued and fetched rows wait (no message is lost: claims skip
+    paused projects, and resume republishes). False if already paused."""
     rows = Project.objects.filter(id=project.id).exclude(status=Project.Status.PAUSED)
     changed = rows.update(status=Project.Status.PAUSED)
     project.status = Project.Status.PAUSED

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import uuid
+import zlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,10 +29,12 @@ from console.job_runs import job_start
 from console.management.commands.crawl import Command as CrawlCommand
 from console.models import Job, JobLogEntry, WorkerBeat
 from console.selectors import project_progress
+from crawl.frontier.assets import assets_claim, assets_ready
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_extract
-from crawl.models import MediaAsset, Page, Project, Seed
+from crawl.models import MediaAsset, Page, PageContent, Project, Seed
 from crawlproject.celery import app
+from scrape.services import pages_extract
 from tests.conftest import beat_stop, last_json_line, run_manage
 from tests.console.test_admin_console import add_page
 from tests.helpers import wait_until
@@ -173,6 +176,28 @@ def test_pause_resume_and_cancel_keep_the_rows(project):
     assert not steering.job_cancel(job=job), "an ended job cannot be cancelled"
     restarted, _ = steering.crawl_start(project=project, trigger=T)
     assert restarted.id != job.id and Project.objects.get(id=project.id).status == "active"
+
+
+def test_a_cancelled_job_leaves_its_fetched_pages_and_assets_owed(project):
+    """Issue 47, point 15: after Cancel no stage hands out the job's work, extraction and downloads
+    included: its fetched page is not extracted and marked done under it, and its message and
+    figures say what it left; Start extracts it as the next job."""
+    job, _ = steering.crawl_start(project=project, trigger=T)
+    fetched = add_page(project, "http://a.test/f", "fetched", status_code=200, content_type="text/html")
+    PageContent.objects.create(page=fetched, headers={}, body=zlib.compress(b"<title>F</title><p>f</p>"))
+    asset = MediaAsset.objects.create(project=project, url="http://a.test/i.jpg", url_key="1" * 64)
+    stamp(job, fetched, add_page(project, "http://a.test/d", "done"))
+    assert steering.job_cancel(job=job)
+    job.refresh_from_db()
+    assert "1 pages left owed" in job.message and job.stats["pages_done"] == 1
+    pages_extract(page_ids=[])
+    pages_extract(page_ids=[fetched.id])
+    assert Page.objects.get(id=fetched.id).state == "fetched", "a cancelled job extracts nothing more"
+    assert assets_ready(limit=10) == [] and assets_claim([asset.id])[1] == []
+    assert jobs.job_counts(job)["pages_done"] == job.stats["pages_done"] == 1, "its figures stay true"
+    again, _ = steering.crawl_start(project=project, trigger=T)
+    pages_extract(page_ids=[])
+    assert Page.objects.values_list("state", "job_id").get(id=fetched.id) == ("done", again.id)
 
 
 def test_task_messages_carry_the_job(project, broker):
@@ -364,7 +389,7 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
     settled = fetched.count()
     claimed = fetch_wakeup_claims(workers.log_dir / "fetch.log")
     assert (claimed, fetched.count()) == (0, settled), (
-        "a cancelled job fetches nothing more (what it fetched is still extracted)"
+        "a cancelled job fetches nothing more (what it fetched waits, owed)"
     )
     assert Page.objects.filter(project=project, state="queued").exists(), "its owed work waits"
 
