@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+import crawlhub
 from console import jobs, steering
 from console.beat import scheduler_heartbeat
 from console.dashboard import dashboard_snapshot, overview_snapshot
@@ -30,13 +31,14 @@ from console.management.commands.crawl import Command as CrawlCommand
 from console.models import Job, JobLogEntry, WorkerBeat
 from console.selectors import project_progress
 from crawl.frontier.assets import assets_claim, assets_ready
+from crawl.frontier.pages import pages_claim_for_fetch
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_extract
 from crawl.models import MediaAsset, Page, PageContent, Project, Seed
 from crawlproject.celery import app
 from scrape.services import pages_extract
 from tests.conftest import beat_stop, last_json_line, run_manage
-from tests.console.test_admin_console import add_page
+from tests.console.test_admin_console import add_form_data, add_page
 from tests.helpers import wait_until
 
 T = Job.Trigger.COMMAND
@@ -176,6 +178,53 @@ def test_pause_resume_and_cancel_keep_the_rows(project):
     assert not steering.job_cancel(job=job), "an ended job cannot be cancelled"
     restarted, _ = steering.crawl_start(project=project, trigger=T)
     assert restarted.id != job.id and Project.objects.get(id=project.id).status == "active"
+
+
+def test_seeds_added_at_every_door_are_crawled_as_a_job(admin_client, broker):
+    """Issue 47, point 11: every fetch belongs to a job. Seeds added to an active project (a new
+    one is active) through the API, the admin, the addseeds command or the Python API open a job
+    (or join the running one), listed in jobs/?project= and ended by the job machinery; a project
+    created "paused" stays paused and crawls nothing until Start, which runs a job."""
+    created = admin_client.post(
+        "/api/projects/", {"name": "doors", "allow_private": True}, content_type="application/json"
+    )
+    assert created.status_code == 201 and created.json()["status"] == "active"
+
+    def added(door, slug: str = "doors") -> Job:
+        door()
+        (page,) = Page.objects.filter(project__slug=slug, job_id=None)
+        _token, claimed = pages_claim_for_fetch([page.id])
+        job = Job.objects.get(id=Project.objects.get(slug=slug).job_id)
+        assert [p.job_id for p in claimed] == [job.id], "the fetch belongs to the job"
+        Page.objects.filter(id=page.id).update(state="done")
+        jobs.jobs_tick()
+        job.refresh_from_db()
+        assert (job.kind, job.state) == ("crawl", "succeeded"), "the machinery ends it when nothing is owed"
+        return job
+
+    seed = {"project": "doors", "url": "http://127.0.0.1:9/api"}
+    api = added(lambda: admin_client.post("/api/seeds/", seed, content_type="application/json"))
+    command = added(lambda: call_command("addseeds", "doors", "http://127.0.0.1:9/cmd", stdout=io.StringIO()))
+    python = added(lambda: crawlhub.add_seeds(Project.objects.get(slug="doors"), ["http://127.0.0.1:9/py"]))
+    listed = admin_client.get("/api/jobs/", {"project": "doors"}).json()
+    listed = listed["results"] if isinstance(listed, dict) else listed
+    assert sorted((j["id"], j["trigger"]) for j in listed) == [
+        (api.id, "api"),
+        (command.id, "command"),
+        (python.id, "command"),
+    ]
+    data = add_form_data(admin_client.get("/admin/crawl/project/add/"))
+    data |= {"name": "pasted", "slug": "pasted", "allow_private": "on", "bulk_seeds": "http://127.0.0.1:9/admin"}
+    assert added(lambda: admin_client.post("/admin/crawl/project/add/", data), "pasted").trigger == "admin"
+
+    paused = admin_client.post("/api/projects/", {"name": "held", "status": "paused"}, content_type="application/json")
+    assert paused.status_code == 201 and paused.json()["status"] == "paused"
+    held = Project.objects.get(slug="held")
+    admin_client.post("/api/seeds/", {"project": "held", "url": "http://a.test/"}, content_type="application/json")
+    (page,) = Page.objects.filter(project=held)
+    assert (pages_claim_for_fetch([page.id])[1], Job.objects.filter(project=held).count()) == ([], 0)
+    job, _ = steering.crawl_start(project=held, trigger=T)
+    assert [p.job_id for p in pages_claim_for_fetch([page.id])[1]] == [job.id]
 
 
 def test_a_cancelled_job_leaves_its_fetched_pages_and_assets_owed(project):
