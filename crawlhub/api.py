@@ -82,8 +82,8 @@ def run(
 
 def items(project, *, kind: str | None = None, job=None) -> Iterator[dict]:
     """The project's extracted items, oldest first, as {"url", "kind", "data", "errors",
-    "updated_at"}: of one kind (page, rule:<name>, api, spider) and of the pages one job (a Job or
-    its id) fetched, when given. Read a chunk at a time: memory stays flat."""
+    "updated_at"}: of one kind (page, rule:<name>, api, spider) and produced by one job (a Job or
+    its id: the items whose data it extracted), when given. Read a chunk at a time: memory stays flat."""
     setup()
     from console.exports import ExportFilter, export_rows
 

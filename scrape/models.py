@@ -21,6 +21,12 @@ class Item(models.Model):
     rule_version = models.CharField(max_length=20, blank=True, default="", help_text="Version of the rules used.")
     data = models.JSONField(default=dict, help_text="The extracted fields.")
     errors = models.JSONField(default=list, blank=True, help_text="Validation errors, if any (the item is kept).")
+    job_id = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="The job whose extraction produced this data (a later one that finds the same data leaves it): "
+        "an export of that job holds the item.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -28,6 +34,7 @@ class Item(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["page", "kind", "position"], name="uniq_item_page_kind_position")
         ]
+        indexes = [models.Index(fields=["job_id"], name="item_job", condition=models.Q(job_id__isnull=False))]
 
     def __str__(self) -> str:
         return f"{self.kind} item {self.position} of page {self.page_id}"

@@ -173,7 +173,12 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
             ),
             OpenApiParameter("what", enum=["assets", "items", "pages"], default="pages", description="Rows."),
             OpenApiParameter("kind", str, description="Only rows of this kind (items: page, rule:NAME, api, spider)."),
-            OpenApiParameter("job", int, description="Only the rows of this job (items: of the pages it fetched)."),
+            OpenApiParameter(
+                "job",
+                int,
+                description="Only what this job produced (items: whose data it extracted, even after a "
+                "later re-extract).",
+            ),
             OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only rows changed since this time."),
         ],
         responses={
