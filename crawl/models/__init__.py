@@ -547,9 +547,13 @@ class PageVersion(models.Model):
     size = models.PositiveIntegerField(null=True, blank=True)
     title = models.TextField(blank=True, default="")
     text = models.TextField(blank=True, default="", help_text="The visible text of that version (for diffs).")
+    job_id = models.BigIntegerField(null=True, blank=True, help_text="The job that fetched and extracted it.")
 
     class Meta:
-        indexes = [models.Index(fields=["page", "fetched_at"], name="version_page_time")]
+        indexes = [
+            models.Index(fields=["page", "fetched_at"], name="version_page_time"),
+            models.Index(fields=["job_id"], name="version_job", condition=Q(job_id__isnull=False)),
+        ]
         ordering = ["fetched_at", "id"]
 
     def __str__(self) -> str:
