@@ -49,6 +49,7 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     message = models.TextField(blank=True, default="", help_text="Why it ended as it did.")
     stats = models.JSONField(default=dict, blank=True, help_text="Its counts, kept when it ended.")
+    end_notified_at = models.DateTimeField(null=True, blank=True, help_text="When its end was announced.")
 
     class Meta:
         ordering = ["-id"]
