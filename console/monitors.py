@@ -104,8 +104,11 @@ def monitor_run(monitor: Monitor, project: Project, now: datetime) -> tuple[int,
         alert = current.get(subject)
         if finding is not None and alert is None:
             opened += alert_open(monitor, subject, finding, now)
-        elif finding is not None and alert.notified_at is None:  # once announced, it says what was announced
-            Alert.objects.filter(id=alert.id).update(evidence=finding.evidence | _kept(alert), message=finding.message)
+        elif finding is not None:
+            if alert.notified_at is None:  # once announced, it says what was announced (the figures sent)
+                Alert.objects.filter(id=alert.id).update(
+                    evidence=finding.evidence | _kept(alert), message=finding.message
+                )
         elif alert is not None:
             resolved += Alert.objects.filter(id=alert.id, resolved_at=None).update(resolved_at=now)
     return opened, resolved
