@@ -63,7 +63,7 @@ class MonitorAdmin(ProjectScopedAdmin):
 
 @admin.register(Alert)
 class AlertAdmin(ProjectScopedAdmin):
-    list_display = ("since", "project", "kind", "subject", "state", "resolved_at", "announced", "message_short")
+    list_display = ("when", "project", "kind", "subject", "state", "message_short")
     list_filter = ("monitor__kind", ("resolved_at", admin.EmptyFieldListFilter), PROJECT_FILTER)
     list_select_related = ("project", "monitor")
     search_fields = ("subject", "message")
@@ -78,9 +78,14 @@ class AlertAdmin(ProjectScopedAdmin):
     def kind(self, alert: Alert) -> str:
         return alert.monitor.get_kind_display()
 
+    @admin.display(description="since", ordering="since")
+    def when(self, alert: Alert) -> str:
+        return f"{alert.since:%m-%d %H:%M} UTC"
+
     @admin.display(description="state")
     def state(self, alert: Alert) -> str:
-        return "open" if alert.open else "recovered"
+        told = "" if alert.notified_at else ", not announced"
+        return ("open" if alert.open else f"recovered {alert.resolved_at:%H:%M}") + told
 
     @admin.display(description="announced", boolean=True)
     def announced(self, alert: Alert) -> bool:
