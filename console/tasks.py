@@ -23,3 +23,10 @@ def monitors_tick_task() -> dict:
     from console.monitors import monitors_tick
 
     return monitors_tick()
+
+
+@shared_task(name="console.job_ended", soft_time_limit=100, time_limit=120)
+def job_ended_task(job_id: int) -> bool:
+    from console.job_notices import job_end_announce
+
+    return job_end_announce(job_id=job_id)

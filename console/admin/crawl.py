@@ -79,6 +79,7 @@ class ProjectAdmin(ProjectScopedAdmin):
             },
         ),
         ("Extraction", {"fields": ("spider", "api_config", "main_text", "render_js")}),
+        ("Notifications", {"fields": ("notify_job_end",)}),
         (
             "Recrawl",
             {

@@ -32,6 +32,11 @@ class Project(models.Model):
         PAUSED = "paused", "paused"
         STOPPED = "stopped", "stopped (its job was cancelled; the recrawl schedule still runs)"
 
+    class JobEndNotice(models.TextChoices):
+        OFF = "off", "never"
+        FAILURES = "failures", "when a job fails"
+        ALL = "all", "when any job ends"
+
     class RecrawlMode(models.TextChoices):
         DUE = "due", "revisit what is due"
         ALL = "all", "recrawl everything"
@@ -101,6 +106,13 @@ class Project(models.Model):
     )
     allow_private = models.BooleanField(
         default=False, help_text="Allow loopback and private addresses (intranet crawls, tests)."
+    )
+    notify_job_end = models.CharField(
+        max_length=10,
+        choices=JobEndNotice.choices,
+        default=JobEndNotice.FAILURES,
+        help_text="Tell the notification targets (and webhook sinks) when a job ends: its pages, items, "
+        "assets, errors, duration and a link.",
     )
     spider = models.CharField(
         max_length=100,
