@@ -69,7 +69,7 @@ def _free_slug(name: str) -> str:
 
 def project_by_ref(ref: str) -> Project:
     """A project by slug, name or id; raises Project.DoesNotExist with the reference in the message."""
-    for lookup in ({"slug": ref}, {"name": ref}, {"id": int(ref)} if ref.isdigit() else None):
+    for lookup in ({"slug": ref}, {"name": ref}, {"id": int(ref)} if ref.isascii() and ref.isdigit() else None):
         if lookup:
             project = Project.objects.filter(**lookup).first()
             if project:

@@ -55,6 +55,29 @@ def test_the_signature_is_the_hmac_of_the_timestamp_and_the_body():
 
 
 @pytest.mark.parametrize(
+    ("timestamp", "given"),
+    [
+        ("²", None),
+        ("1700000000²", None),
+        ("١٧٠٠٠٠٠٠٠٠", None),  # Arabic-Indic digits: isdigit() but not ours
+        ("9" * 5000, None),  # more digits than int() takes
+        ("1700000000", "sha256=é"),
+        ("1700000000", "sha256=\udc80"),
+        ("1700000000", "²" * 71),
+    ],
+)
+def test_a_malformed_timestamp_or_signature_is_invalid_and_never_raises(timestamp, given):
+    body = b'{"records": []}'
+    headers = signed_headers(SECRET, body, now=1_700_000_000)
+    headers["X-Crawlhub-Timestamp"] = timestamp
+    if given is not None:
+        headers["X-Crawlhub-Signature"] = given
+    assert signature_valid(SECRET, headers, body, now=1_700_000_000) is False
+    valid = _docs_verifier()
+    assert valid(SECRET, headers, body) is False, "the docs' snippet, too"
+
+
+@pytest.mark.parametrize(
     ("config", "problem"),
     [
         ({"url": "ftp://receiver.test/hook", "secret": SECRET}, "an http:// or https:// URL"),
@@ -182,13 +205,18 @@ def crawl_through_a_kill_and_refusals(receiver, site_server, workers, worker_env
     assert len(receiver.handed) > len(set(receiver.handed)), "the killed worker's batch came again"
 
 
-def test_the_verification_snippet_in_the_docs_accepts_our_requests_and_nothing_else():
+def _docs_verifier():
+    """The receiver's check that docs/operating.md offers."""
     text = (BASE_DIR / "docs" / "operating.md").read_text()
     section = text.split("### Webhook signatures", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     namespace = {}
     exec(compile(code, "operating.md", "exec"), namespace)  # our own documentation
-    valid = namespace["crawlhub_signature_valid"]
+    return namespace["crawlhub_signature_valid"]
+
+
+def test_the_verification_snippet_in_the_docs_accepts_our_requests_and_nothing_else():
+    valid = _docs_verifier()
     body = json.dumps({"records": [{"key": "k0"}]}).encode()
     headers = signed_headers(SECRET, body)
     assert valid(SECRET, headers, body)
