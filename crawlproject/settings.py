@@ -338,7 +338,10 @@ CRAWL_ALLOW_PRIVATE = env.bool("CRAWL_ALLOW_PRIVATE", default=False)
 CRAWL_ALLOWED_NETWORKS = env.list("CRAWL_ALLOWED_NETWORKS", default=[])
 # The crawler's own servers, host:port or URLs, refused even with allow_private. The database, the
 # broker and the storage endpoint are added to these from their own settings.
-CRAWL_REFUSED_SERVICES = env.list("CRAWL_REFUSED_SERVICES", default=["flower:5555", "localhost:5555", "localhost:8000"])
+# Flower, and the console: `serve`'s default port and docker-compose's web service.
+CRAWL_REFUSED_SERVICES = env.list(
+    "CRAWL_REFUSED_SERVICES", default=["flower:5555", "localhost:5555", "localhost:8000", "web:8000"]
+)
 # Python modules whose @register'ed spiders projects can name (scrape/spiders.py).
 CRAWL_SPIDER_MODULES = env.list("CRAWL_SPIDER_MODULES", default=["scrape.example_spiders"])
 CRAWL_DEFAULT_USER_AGENT = env.str(
