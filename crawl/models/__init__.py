@@ -36,7 +36,12 @@ class Project(models.Model):
         DUE = "due", "revisit what is due"
         ALL = "all", "recrawl everything"
 
-    name = models.CharField(max_length=200, unique=True, help_text="Human name of the crawl project.")
+    name = models.CharField(
+        max_length=200,
+        db_index=True,
+        help_text="Human name of the crawl project, one per name among the projects a team sees (another "
+        "team may use the same name: their projects are unknown to each other).",
+    )
     slug = models.SlugField(max_length=200, unique=True, help_text="Short identifier used by commands and the API.")
     status = models.CharField(
         max_length=10,
