@@ -8,6 +8,7 @@ from django import forms
 from django.contrib import admin
 
 from console.access import may, projects_for
+from console.admin.access import OwnerChoices
 from console.masking import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from console.models import ProjectAccess
 from crawl.models import Project, Seed
@@ -121,7 +122,7 @@ class SeedInline(admin.TabularInline):
         return MASK if seed.body else "-"
 
 
-class OwnerInline(admin.TabularInline):
+class OwnerInline(OwnerChoices, admin.TabularInline):
     """The project's owners: its members see it (what they may do is their role's)."""
 
     model = ProjectAccess

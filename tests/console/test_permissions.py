@@ -2,6 +2,8 @@
 two teams each own a project; a member sees and steers only their team's, network settings need
 their own permission, and stored secrets never come back."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
@@ -477,3 +479,17 @@ def test_the_api_shows_a_seeds_post_body_only_to_those_who_may_change_its_projec
     assert viewer.json()["body"] == "***"
     owner = api(member("admin")).get(f"/api/seeds/{seed.id}/")
     assert owner.json()["body"] == "user=u&password=hunter2"
+
+
+def test_the_owner_forms_offer_only_the_users_and_groups_a_team_member_sees(teams, member, client):
+    a, _ = teams
+    admin_member, teammate, stranger = member("admin", is_staff=True), member("viewer"), member("viewer", "team-b")
+    client.force_login(admin_member)
+    for path in ("/admin/console/projectaccess/add/", f"/admin/crawl/project/{a.id}/change/"):
+        html = client.get(path).content.decode()
+        options = set(re.findall(r'<option value="\d+"[^>]*>([^<]+)</option>', html))
+        assert {"team-a", admin_member.username, teammate.username} <= options, (path, options)
+        assert not {"team-b", stranger.username, "admin", "viewer"} & options, (path, options)
+    team_b = Group.objects.get(name="team-b")
+    posted = client.post("/admin/console/projectaccess/add/", {"project": a.id, "group": team_b.id})
+    assert posted.status_code == 200 and not ProjectAccess.objects.filter(project=a, group=team_b).exists()
