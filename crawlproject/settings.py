@@ -231,6 +231,31 @@ STORAGES = {
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
 CELERY_EMBEDDED_BROKER = CELERY_BROKER_URL.startswith("filesystem://")
+
+# The cache every web process shares (the login throttle counts there): Redis when the broker is
+# Redis (keys under a prefix), else files under var/cache/ that the processes of one machine share.
+CRAWLHUB_CACHE_URL = env.str(
+    "CRAWLHUB_CACHE_URL", default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis:", "rediss:")) else ""
+)
+if CRAWLHUB_CACHE_URL.startswith(("redis:", "rediss:")):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CRAWLHUB_CACHE_URL,
+            "KEY_PREFIX": "crawlhub-cache",
+        }
+    }
+elif CRAWLHUB_CACHE_URL:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"CRAWLHUB_CACHE_URL must be a redis:// or rediss:// URL, not {CRAWLHUB_CACHE_URL!r}")
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache" / "django"),
+        }
+    }
 if CELERY_EMBEDDED_BROKER:
     for sub in ("data", "control", "processed"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
