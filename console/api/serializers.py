@@ -15,6 +15,7 @@ from console.masking import MASK
 from core.storage import StorageUnavailable, object_url
 from crawl.models import MediaAsset, Page, Project, Seed
 from crawl.services.projects import project_named_alike, seed_problem, slug_free
+from crawl.validators import cookie_map
 from scrape.models import Item
 
 from .fields import ApiConfigField, SecretMapField, SecretURLField
@@ -69,7 +70,7 @@ def _help(field: str) -> str:
 class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     api_config = ApiConfigField(required=False, help_text=Project._meta.get_field("api_config").help_text)
     request_headers = SecretMapField(required=False, help_text=_help("request_headers") + WRITE_ONLY)
-    cookies = SecretMapField(required=False, help_text=_help("cookies") + WRITE_ONLY)
+    cookies = SecretMapField(required=False, validators=[cookie_map], help_text=_help("cookies") + WRITE_ONLY)
     proxy = SecretURLField(
         required=False, allow_blank=True, max_length=300, help_text=_help("proxy") + " Its password is write-only."
     )

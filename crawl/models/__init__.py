@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from crawl.validators import extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
+from crawl.validators import cookie_map, extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
 
 
 def default_max_depth() -> int | None:
@@ -186,7 +186,9 @@ class Project(models.Model):
     cookies = models.JSONField(
         default=dict,
         blank=True,
-        help_text='Cookies sent with every request to the project\'s own sites, e.g. {"session": "x"}.',
+        validators=[cookie_map],
+        help_text='Cookies sent with every request to the project\'s own sites, e.g. {"session": "x"}; '
+        "at most 50, each at most 4096 bytes.",
     )
     keep_cookies = models.BooleanField(
         default=True,
