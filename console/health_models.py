@@ -38,6 +38,7 @@ class Monitor(models.Model):
         NO_WORKER = "no_worker", "no worker for owed work"
         HOST_BACKOFF = "host_backoff", "host blocked or backing off"
         ZERO_THROUGHPUT = "zero_throughput", "zero throughput while active"
+        SINK_FAILING = "sink_failing", "sink failing"
 
     project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="monitors")
     kind = models.CharField(max_length=20, choices=Kind.choices)

@@ -26,6 +26,7 @@ DEFAULTS: dict[str, dict] = {
     Monitor.Kind.NO_WORKER: {},
     Monitor.Kind.HOST_BACKOFF: {"minutes": 15},
     Monitor.Kind.ZERO_THROUGHPUT: {"minutes": 15},
+    Monitor.Kind.SINK_FAILING: {"minutes": 10},
 }
 
 
