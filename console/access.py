@@ -6,9 +6,12 @@ A user's role (console/roles.py: viewer, operator, admin) says what they may do;
 console.view_all_projects see every project.
 """
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
 
 from console.models import ProjectAccess
+from console.roles import ADMIN, OPERATOR, VIEWER
 from crawl.models import Project
 from crawl.services.credentials import holds_secrets
 
@@ -57,6 +60,29 @@ def scoped(queryset: QuerySet, user, path: str = "project") -> QuerySet:
     if user is None or not user.is_authenticated or not user.is_active:
         return queryset.none()
     return queryset.filter(**{f"{path}__in": _owned_ids(user)})
+
+
+def groups_for(user) -> QuerySet:
+    """The groups the user may see and name as owners: their own teams (the role groups aside, which
+    every team shares) and the groups that own a project they see. All of them for sees_all."""
+    if sees_all(user):
+        return Group.objects.all()
+    if user is None or not user.is_authenticated or not user.is_active:
+        return Group.objects.none()
+    teams = Q(user=user) & ~Q(name__in=(VIEWER, OPERATOR, ADMIN))
+    return Group.objects.filter(teams | Q(project_access__project__in=projects_for(user))).distinct()
+
+
+def users_for(user) -> QuerySet:
+    """The users the user may see and name as owners: themselves, the members of the groups of
+    groups_for, and the owners of the projects they see. All of them for sees_all."""
+    users = get_user_model().objects.all()
+    if sees_all(user):
+        return users
+    if user is None or not user.is_authenticated or not user.is_active:
+        return users.none()
+    seen = Q(pk=user.pk) | Q(groups__in=groups_for(user)) | Q(project_access__project__in=projects_for(user))
+    return users.filter(seen).distinct()
 
 
 def sees(user, project: Project) -> bool:

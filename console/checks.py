@@ -6,16 +6,20 @@ a site nobody fetched is not known to be back)."""
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.db import models
 from django.db.models import Sum
 
 from console.health import bucket_of, counters_by_bucket, counters_since
 from console.health_models import HealthCounter, Monitor
 from console.models import Job
 from console.selectors import stage_backlog
+from console.sink_status import sink_error_masked
 from console.workers import queues_consumed
 from crawl.frontier.stages import PAGE_PENDING_STATES
 from crawl.models import Host, Page, Project
 from crawlproject.queues import FETCH, RENDER, STAGES
+from sinks.delivery import sink_last_error
+from sinks.models import Sink
 
 FETCHES = ("fetch_ok", "fetch_failed", "fetch_other", "fetch_backoff")
 
@@ -245,6 +249,26 @@ def zero_throughput(project: Project, t: dict, now: datetime, open_alerts: dict)
     }
 
 
+def sink_failing(project: Project, t: dict, now: datetime, open_alerts: dict) -> dict:
+    """An active sink whose deliveries have failed for more than `minutes` (no delivery succeeded
+    since); back when one succeeds. The message holds its last error, secrets masked."""
+    out = {}
+    sinks = Sink.objects.filter(project=project)
+    named = {a.removeprefix("sink ") for a in open_alerts}
+    for sink in sinks.filter(models.Q(active=True) | models.Q(name__in=named)):
+        subject = f"sink {sink.name}"
+        if not sink.active or sink.failing_since is None or sink.failing_since > _window(t, now):
+            out[subject] = None
+            continue
+        error = sink_error_masked(sink, sink_last_error(sink))
+        since = sink.failing_since.isoformat(timespec="seconds")
+        out[subject] = Finding(
+            f"sink {sink.name} ({sink.kind}) failing since {since}: {error[:300]}",
+            {"sink": sink.id, "failing_since": since, "last_error": error[:1000]},
+        )
+    return out
+
+
 CHECKS = {
     Monitor.Kind.SITE_DOWN: site_down,
     Monitor.Kind.TEMPLATE_CHANGED: template_changed,
@@ -253,4 +277,5 @@ CHECKS = {
     Monitor.Kind.NO_WORKER: no_worker,
     Monitor.Kind.HOST_BACKOFF: host_backoff,
     Monitor.Kind.ZERO_THROUGHPUT: zero_throughput,
+    Monitor.Kind.SINK_FAILING: sink_failing,
 }

@@ -90,7 +90,7 @@ def overview_control(request: HttpRequest) -> JsonResponse:
     if not may(request.user, "run"):
         raise PermissionDenied
     ref, action = request.POST.get("project", ""), request.POST.get("action", "")
-    project = projects_for(request.user).filter(id=int(ref)).first() if ref.isdigit() else None
+    project = projects_for(request.user).filter(id=int(ref)).first() if ref.isascii() and ref.isdigit() else None
     if project is None or action not in (*STARTS, *steering.STEERS):
         return JsonResponse({"error": f"project=<id> and action={'|'.join((*STARTS, *steering.STEERS))}"}, status=400)
     if action in STARTS:
@@ -119,7 +119,7 @@ def _chosen_project(request: HttpRequest) -> Project | None:
     """?project=<id>, or the newest project when none is asked for (of those the user may see)."""
     ref, projects = request.GET.get("project", ""), projects_for(request.user)
     if ref:
-        return projects.filter(id=int(ref)).first() if ref.isdigit() else None
+        return projects.filter(id=int(ref)).first() if ref.isascii() and ref.isdigit() else None
     return projects.order_by("-created_at", "-id").first()
 
 

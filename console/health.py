@@ -14,7 +14,13 @@ from console.health_models import Alert, HealthCounter, Monitor
 from core.batchsql import upsert_add
 from crawl.health import health_counted
 
-FAILING_KINDS = (Monitor.Kind.SITE_DOWN, Monitor.Kind.TEMPLATE_CHANGED, Monitor.Kind.JOB_FAILED, Monitor.Kind.NO_WORKER)
+FAILING_KINDS = (
+    Monitor.Kind.SITE_DOWN,
+    Monitor.Kind.TEMPLATE_CHANGED,
+    Monitor.Kind.JOB_FAILED,
+    Monitor.Kind.NO_WORKER,
+    Monitor.Kind.SINK_FAILING,
+)
 
 
 def bucket_of(moment: datetime) -> datetime:

@@ -34,6 +34,7 @@ BUILT_IN_KINDS = (
     "no_worker",
     "host_backoff",
     "zero_throughput",
+    "sink_failing",
 )
 
 
@@ -54,6 +55,7 @@ class Monitor(models.Model):
         FILL_RATE = "fill_rate", "a field's fill rate under X%"
         ERRORS_PER_HOUR = "errors_per_hour", "errors of a code above Y per hour"
         PAGES_PER_MINUTE = "pages_per_minute", "pages per minute under Z while a job runs"
+        SINK_FAILING = "sink_failing", "sink failing"
 
     project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="monitors")
     kind = models.CharField(max_length=20, choices=Kind.choices)

@@ -2,8 +2,8 @@
 CRAWLHUB_LOGIN_WINDOW_SECONDS, that name's logins are refused, right password or not, until the
 window has passed since the first failure. Per name, not per address: behind a proxy every request
 has the proxy's address, and one client's failures would lock everyone out. Counted in Django's
-cache: per process with the default local-memory cache, so N web processes allow N times as many
-attempts, still far from a guessing rate."""
+cache, which every web process shares (crawlproject/settings.py: Redis when configured, else files
+under var/cache/), so the budget holds however many processes answer logins."""
 
 from django.conf import settings
 from django.contrib.auth import get_user_model

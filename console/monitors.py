@@ -28,6 +28,7 @@ DEFAULTS: dict[str, dict] = {
     Monitor.Kind.NO_WORKER: {},
     Monitor.Kind.HOST_BACKOFF: {"minutes": 15},
     Monitor.Kind.ZERO_THROUGHPUT: {"minutes": 15},
+    Monitor.Kind.SINK_FAILING: {"minutes": 10},
 }
 # Built-in kinds announced at once, even in a target's quiet hours; the others wait until they end.
 URGENT = {Monitor.Kind.SITE_DOWN, Monitor.Kind.TEMPLATE_CHANGED, Monitor.Kind.JOB_FAILED, Monitor.Kind.NO_WORKER}

@@ -32,10 +32,9 @@ class CrawlConfig(AppConfig):
 
 def own_services(settings) -> list[str]:
     """The crawler's own servers, which no crawl may reach: the databases, the broker and result
-    backend, the storage endpoints, and CRAWL_REFUSED_SERVICES (Flower by default)."""
-    endpoints = list(settings.CRAWL_REFUSED_SERVICES)
-    if os.environ.get("PORT", "").isdigit():  # the console's port, when `serve` is told another one
-        endpoints.append(f"localhost:{os.environ['PORT']}")
+    backend, the storage endpoints, CRAWL_REFUSED_SERVICES (Flower and the console by default), and
+    the console's address in PORT and HOST (`serve` sets them for every process it starts)."""
+    endpoints = list(settings.CRAWL_REFUSED_SERVICES) + console_endpoints(os.environ)
     for db in settings.DATABASES.values():
         if db.get("HOST") and not db["HOST"].startswith("/"):
             default_port = 3306 if "mysql" in db["ENGINE"] else 5432
@@ -44,4 +43,15 @@ def own_services(settings) -> list[str]:
         value = getattr(settings, name, "") or ""
         if "://" in value and not value.startswith(("filesystem:", "memory:", "django-db", "file:")):
             endpoints.append(value)
+    return endpoints
+
+
+def console_endpoints(environ) -> list[str]:
+    """The console's own address, when PORT names it: on loopback, and at HOST when that is set."""
+    port, host = environ.get("PORT", ""), environ.get("HOST", "").strip("[]")
+    if not (port.isascii() and port.isdigit()):
+        return []
+    endpoints = [f"localhost:{port}"]
+    if host:
+        endpoints.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
     return endpoints

@@ -76,3 +76,22 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
     else:
         return None
     return next((p for item in items if (p := json_problem(item, depth + 1))), None)
+
+
+# Browsers' limits (RFC 6265 section 6.1 asks a browser to keep at least 4096 bytes a cookie and 50
+# cookies a domain): the session jar (crawl/services/sessions.py) and a project's own cookies keep to them.
+MAX_COOKIE_BYTES = 4096  # name and value, in UTF-8
+MAX_COOKIES_PER_DOMAIN = 50
+
+
+def cookie_map(value: Any) -> None:
+    """A project's own cookies: at most MAX_COOKIES_PER_DOMAIN, each at most MAX_COOKIE_BYTES."""
+    if not isinstance(value, dict):
+        return  # the field's own checks say what is wrong
+    if len(value) > MAX_COOKIES_PER_DOMAIN:
+        raise ValidationError(f"at most {MAX_COOKIES_PER_DOMAIN} cookies (a browser keeps no more for a site)")
+    big = next(
+        (name for name, v in value.items() if len(f"{name}{v}".encode(errors="replace")) > MAX_COOKIE_BYTES), None
+    )
+    if big is not None:
+        raise ValidationError(f"the cookie {str(big)[:100]!r} is over {MAX_COOKIE_BYTES} bytes (name and value)")

@@ -33,14 +33,28 @@ def project(name: str, **settings: Any):
 
 def add_seeds(project, urls: Iterable[str], *, kind: str = "page") -> int:
     """Add start URLs (kind: page, sitemap or feed); known ones are kept. Returns the URLs new to
-    the frontier. A URL the crawler refuses becomes a failed row saying why. An active project
-    crawls the new ones as a job (its running one, or a new one); a paused one keeps them queued."""
+    the frontier. Seeds are checked when they are added, as the API, the admin and the crawl
+    command check them: if the crawler refuses any (not a URL, a metadata or internal address
+    the project does not allow), ValueError names each and why, and none is added. An active
+    project crawls the new ones as a job (its running one, or a new one); a paused one keeps them
+    queued."""
     setup()
     from console.models import Job
     from console.steering import seeds_add_as_job
 
-    _job, new_ids = seeds_add_as_job(project=project, urls=list(urls), kind=kind, trigger=Job.Trigger.COMMAND)
+    urls = list(urls)
+    seeds_check(project, urls)
+    _job, new_ids = seeds_add_as_job(project=project, urls=urls, kind=kind, trigger=Job.Trigger.COMMAND)
     return len(new_ids)
+
+
+def seeds_check(project, urls: list[str]) -> None:
+    """ValueError naming each URL the crawler would refuse as a seed of the project, and why."""
+    from crawl.services.projects import seed_problem
+
+    problems = [f"{url}: {p}" for url in urls if (p := seed_problem(url, allow_private=project.allow_private))]
+    if problems:
+        raise ValueError("seeds refused (none added): " + "; ".join(problems))
 
 
 def run(
@@ -68,6 +82,7 @@ def run(
     setup()
     from console.job_runs import crawl_run
 
+    seeds_check(project, [*urls, *sitemaps, *feeds])
     return crawl_run(
         project,
         seeds={"page": list(urls), "sitemap": list(sitemaps), "feed": list(feeds)},

@@ -231,6 +231,31 @@ STORAGES = {
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
 CELERY_EMBEDDED_BROKER = CELERY_BROKER_URL.startswith("filesystem://")
+
+# The cache every web process shares (the login throttle counts there): Redis when the broker is
+# Redis (keys under a prefix), else files under var/cache/ that the processes of one machine share.
+CRAWLHUB_CACHE_URL = env.str(
+    "CRAWLHUB_CACHE_URL", default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis:", "rediss:")) else ""
+)
+if CRAWLHUB_CACHE_URL.startswith(("redis:", "rediss:")):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CRAWLHUB_CACHE_URL,
+            "KEY_PREFIX": "crawlhub-cache",
+        }
+    }
+elif CRAWLHUB_CACHE_URL:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"CRAWLHUB_CACHE_URL must be a redis:// or rediss:// URL, not {CRAWLHUB_CACHE_URL!r}")
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache" / "django"),
+        }
+    }
 if CELERY_EMBEDDED_BROKER:
     for sub in ("data", "control", "processed"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
@@ -338,7 +363,10 @@ CRAWL_ALLOW_PRIVATE = env.bool("CRAWL_ALLOW_PRIVATE", default=False)
 CRAWL_ALLOWED_NETWORKS = env.list("CRAWL_ALLOWED_NETWORKS", default=[])
 # The crawler's own servers, host:port or URLs, refused even with allow_private. The database, the
 # broker and the storage endpoint are added to these from their own settings.
-CRAWL_REFUSED_SERVICES = env.list("CRAWL_REFUSED_SERVICES", default=["flower:5555", "localhost:5555", "localhost:8000"])
+# Flower, and the console: `serve`'s default port and docker-compose's web service.
+CRAWL_REFUSED_SERVICES = env.list(
+    "CRAWL_REFUSED_SERVICES", default=["flower:5555", "localhost:5555", "localhost:8000", "web:8000"]
+)
 # Python modules whose @register'ed spiders projects can name (scrape/spiders.py).
 CRAWL_SPIDER_MODULES = env.list("CRAWL_SPIDER_MODULES", default=["scrape.example_spiders"])
 CRAWL_DEFAULT_USER_AGENT = env.str(

@@ -89,6 +89,7 @@ def sink_deliver(sink_id: int) -> int:
             return delivered
         _fault_after_write(sink)
         delivered += lease_release(SinkDelivery.objects.filter(lease_token=token, state=LEASED), state=DONE, error="")
+        Sink.objects.filter(id=sink.id).exclude(failing_since=None).update(failing_since=None)  # it recovered
     _publish(sink.id)  # more is owed: a fresh task, so other sinks' tasks get their turn
     return delivered
 
@@ -114,6 +115,7 @@ def _failed(sink: Sink, token: uuid.UUID, rows: list[SinkDelivery], exc: Excepti
     attempts = max(r.attempts for r in rows)
     error = masked_secrets(f"{type(exc).__name__}: {exc}", config_secrets(sink.config))[:2000]
     log.warning("sink %s (%s) failed on %d records: %s", sink.name, sink.kind, len(rows), error)
+    Sink.objects.filter(id=sink.id, failing_since=None).update(failing_since=timezone.now())
     leased = SinkDelivery.objects.filter(lease_token=token, state=LEASED)
     if attempts >= settings.CRAWL_SINK_MAX_ATTEMPTS:
         lease_release(leased, state=FAILED, error=error)

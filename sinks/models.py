@@ -25,6 +25,9 @@ class Sink(models.Model):
     assets = models.BooleanField(default=False, help_text="Also deliver each stored media asset's record.")
     active = models.BooleanField(default=True, help_text="An inactive sink receives nothing new.")
     created_at = models.DateTimeField(auto_now_add=True)
+    failing_since = models.DateTimeField(
+        null=True, blank=True, help_text="When its deliveries began to fail; empty once one succeeds again."
+    )
 
     class Meta:
         db_table = "scrape_sink"

@@ -3,7 +3,7 @@ choices and filters limited to those, and the permissions the actions declare (`
 
 from django.contrib import admin
 
-from console.access import may, projects_for, scoped, sees_all
+from console.access import groups_for, may, projects_for, scoped, sees_all, users_for
 from console.models import ProjectAccess
 
 
@@ -15,6 +15,18 @@ class OwnProjectsFilter(admin.RelatedFieldListFilter):
 
 
 PROJECT_FILTER = ("project", OwnProjectsFilter)
+
+
+class OwnerChoices:
+    """Owner rows (ProjectAccess) offer only the users and groups the user may see (console/access.py):
+    the add form of an admin-role team member never lists another team's people."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user":
+            kwargs["queryset"] = users_for(request.user).order_by("username")
+        elif db_field.name == "group":
+            kwargs["queryset"] = groups_for(request.user).order_by("name")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
 class ProjectScopedAdmin(admin.ModelAdmin):
@@ -59,7 +71,7 @@ class AllProjectsAdmin(admin.ModelAdmin):
 
 
 @admin.register(ProjectAccess)
-class ProjectAccessAdmin(ProjectScopedAdmin):
+class ProjectAccessAdmin(OwnerChoices, ProjectScopedAdmin):
     """Who owns which of the user's projects (also edited inline on each project)."""
 
     list_display = ("project", "user", "group")

@@ -208,7 +208,7 @@ class PageAdmin(FrontierAdmin):
             raise PermissionDenied
         page = get_object_or_404(self.get_queryset(request), id=page_id)
         wanted = [request.GET.get("a", ""), request.GET.get("b", "")]
-        if not all(v.isdigit() for v in wanted):
+        if not all(v.isascii() and v.isdigit() for v in wanted):
             raise Http404("choose two versions of this page")
         versions = {v.id: v for v in page.versions.filter(id__in=wanted)}
         a, b = versions.get(int(wanted[0])), versions.get(int(wanted[1]))

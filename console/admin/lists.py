@@ -35,7 +35,7 @@ class RecentValuesFilter(admin.SimpleListFilter):
     def lookups(self, request, model_admin):
         rows = model_admin.get_queryset(request).filter(**self.only)
         project = request.GET.get("project__id__exact")
-        if project and project.isdigit():
+        if project and project.isascii() and project.isdigit():
             rows = rows.filter(project_id=int(project))
         sample = rows.order_by("-pk").values_list(self.parameter_name, flat=True)[:SAMPLE_ROWS]
         common = [v for v, _ in Counter(sample).most_common(TOP_VALUES)]

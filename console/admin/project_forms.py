@@ -7,12 +7,13 @@ import json
 from django import forms
 from django.contrib import admin
 
-from console.access import may
+from console.access import may, projects_for
+from console.admin.access import OwnerChoices
 from console.masking import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from console.models import ProjectAccess
 from crawl.models import Project, Seed
 from crawl.services.credentials import secrets_refusal
-from crawl.services.projects import seed_problem
+from crawl.services.projects import project_named_alike, seed_problem, slug_free
 from scrape.models import RuleSet
 
 # Each secret field: how it is shown, and how a submitted value gets the stored secrets back.
@@ -121,7 +122,7 @@ class SeedInline(admin.TabularInline):
         return MASK if seed.body else "-"
 
 
-class OwnerInline(admin.TabularInline):
+class OwnerInline(OwnerChoices, admin.TabularInline):
     """The project's owners: its members see it (what they may do is their role's)."""
 
     model = ProjectAccess
@@ -158,6 +159,30 @@ class ProjectForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         for name in SECRETS.keys() & self.fields.keys():
             self.initial[name] = SECRETS[name][0](getattr(self.instance, name))
+
+    def clean_name(self):
+        """One project per name up to case and punctuation among those the user sees; another
+        team's names are unknown here, so they refuse nothing."""
+        name = self.cleaned_data["name"]
+        alike = project_named_alike(name, among=self._seen())
+        if alike is not None and alike.pk != self.instance.pk:
+            raise forms.ValidationError(f"The project {alike.name!r} (slug {alike.slug}) has this name: choose another")
+        return name
+
+    def clean_slug(self):
+        """A slug held by a project the user sees is refused; one held by a project they do not see
+        becomes the first free one after it (slug-2), so no error tells of it."""
+        slug = self.cleaned_data["slug"]
+        holder = Project.objects.filter(slug=slug).exclude(pk=self.instance.pk).first()
+        if holder is None:
+            return slug
+        if self._seen().filter(pk=holder.pk).exists():
+            raise forms.ValidationError(f"The project {holder.name!r} has this slug: choose another one.")
+        return slug_free(slug)
+
+    def _seen(self):
+        user = getattr(self, "user", None)
+        return projects_for(user) if user is not None else Project.objects.all()
 
     def clean(self):
         cleaned = self._unmasked(super().clean())

@@ -10,7 +10,6 @@ import base64
 import binascii
 import re
 
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -25,6 +24,7 @@ from .serializers import MAX_ID, SLUG_PATTERN
 
 PAGE_SIZE, MAX_PAGE_SIZE = 500, 1000
 _CURSOR = re.compile(r"v1:([0-9]{1,19})")
+_PAGE_SIZE = re.compile(r"[0-9]{1,4}")  # ASCII digits only: str.isdigit() takes "²", which int() refuses
 
 
 def cursor_encode(version_id: int) -> str:
@@ -100,18 +100,25 @@ class ChangesView(APIView):
             return cursor_decode(request.query_params["cursor"])
         if not request.query_params.get("since"):
             return 0
-        since = parse_datetime(request.query_params["since"])
-        if since is None:
-            raise ValidationError({"since": "an ISO 8601 date-time"})
+        since = _since(request.query_params["since"])
         first = versions.filter(fetched_at__gt=since).order_by("id").values_list("id", flat=True).first()
         return first - 1 if first is not None else versions.order_by("-id").values_list("id", flat=True).first() or 0
 
     @staticmethod
     def _page_size(request: Request) -> int:
         raw = request.query_params.get("page_size", str(PAGE_SIZE))
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE_SIZE:
+        if not _PAGE_SIZE.fullmatch(raw) or not 1 <= int(raw) <= MAX_PAGE_SIZE:
             raise ValidationError({"page_size": f"a number from 1 to {MAX_PAGE_SIZE}"})
         return int(raw)
+
+
+def _since(text: str):
+    """The aware time ?since= names; a 400 for one that is not a date-time or that no time zone can
+    hold (0001-01-01T00:00:00+14:00 is before the first UTC instant)."""
+    try:
+        return serializers.DateTimeField().run_validation(text)
+    except ValidationError as refused:
+        raise ValidationError({"since": [f"an ISO 8601 date-time: {refused.detail[0]}"]}) from None
 
 
 def _change(version: PageVersion) -> dict:

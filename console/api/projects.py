@@ -22,7 +22,7 @@ from console.warc import warc_response
 from console.workers import stage_warnings
 from crawl.models import Project, Seed
 from crawl.services.credentials import secrets_refusal
-from crawl.services.projects import project_get_or_create
+from crawl.services.projects import project_create
 
 from . import serializers as s
 from .filters import ProjectListFilter, SeedFilter
@@ -65,7 +65,7 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     @transaction.atomic
     def perform_create(self, serializer: s.ProjectSerializer) -> None:
         _refuse_network_changes(self.request.user, network_changes(None, serializer.validated_data))
-        serializer.instance = project_get_or_create(**serializer.validated_data)
+        serializer.instance = project_create(**serializer.validated_data)
         project_owner_add(project=serializer.instance, user=self.request.user)
 
     def perform_update(self, serializer: s.ProjectSerializer) -> None:

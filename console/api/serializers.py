@@ -9,12 +9,13 @@ from django_celery_beat.validators import crontab_validator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.access import may, projects_for, sees
+from console.access import may, projects_for
 from console.exports import FIELDS, ExportFilter
 from console.masking import MASK
 from core.storage import StorageUnavailable, object_url
 from crawl.models import MediaAsset, Page, Project, Seed
-from crawl.services.projects import project_named_alike, seed_problem
+from crawl.services.projects import project_named_alike, seed_problem, slug_free
+from crawl.validators import cookie_map
 from scrape.models import Item
 
 from .fields import ApiConfigField, SecretMapField, SecretURLField
@@ -69,7 +70,7 @@ def _help(field: str) -> str:
 class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     api_config = ApiConfigField(required=False, help_text=Project._meta.get_field("api_config").help_text)
     request_headers = SecretMapField(required=False, help_text=_help("request_headers") + WRITE_ONLY)
-    cookies = SecretMapField(required=False, help_text=_help("cookies") + WRITE_ONLY)
+    cookies = SecretMapField(required=False, validators=[cookie_map], help_text=_help("cookies") + WRITE_ONLY)
     proxy = SecretURLField(
         required=False, allow_blank=True, max_length=300, help_text=_help("proxy") + " Its password is write-only."
     )
@@ -81,7 +82,12 @@ class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         extra_kwargs = {
             # The list fields (patterns, hosts, media kinds, extensions, MIME types) bring their
             # validators from the model (crawl/validators.py), as the admin's form does.
-            "slug": {"required": False, "help_text": "Short identifier used in URLs. Default: made from the name."},
+            "slug": {
+                "required": False,
+                "validators": [],  # validate_slug: a slug another team holds is never an error
+                "help_text": "Short identifier used in URLs. Default: made from the name. When a project you "
+                "do not see holds it, the first free one after it (slug-2, ...) is given.",
+            },
             "status": {
                 "help_text": "A new project is active (seeds added to it are crawled at once, as a job) or "
                 "paused (nothing is fetched until Start). Afterwards it changes through start, pause and resume."
@@ -95,13 +101,11 @@ class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         }
 
     def validate_name(self, name: str) -> str:
-        """One project per name up to case and punctuation (its slug): never a silent "-2"."""
-        alike = project_named_alike(name)
+        """One project per name up to case and punctuation (its slug) among those the user sees:
+        never a silent "-2". Another team's names are unknown here, so they refuse nothing."""
+        alike = project_named_alike(name, among=self._seen())
         if alike is None or alike == self.instance:
             return name
-        request = self.context.get("request")
-        if request is None or not sees(request.user, alike):  # another team's: say nothing of it
-            raise serializers.ValidationError("This name is taken: choose another one.")
         raise serializers.ValidationError(
             f"The project {alike.name!r} (slug {alike.slug}) has this name but for case or punctuation: "
             "use it, or choose another name."
@@ -117,6 +121,20 @@ class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
                 "Change it with the project's start, pause or resume action (they run its jobs)."
             )
         return status
+
+    def validate_slug(self, slug: str) -> str:
+        """A slug held by a project the user sees is refused; one held by a project they do not see
+        becomes the first free one after it, as a made-up slug would, so no error tells of it."""
+        holder = Project.objects.filter(slug=slug).first()
+        if holder is None or holder == self.instance:
+            return slug
+        if self._seen().filter(pk=holder.pk).exists():
+            raise serializers.ValidationError(f"The project {holder.name!r} has this slug: choose another one.")
+        return slug_free(slug)
+
+    def _seen(self):
+        request = self.context.get("request")
+        return projects_for(request.user) if request is not None else Project.objects.all()
 
     def validate(self, attrs: dict) -> dict:
         """The model's own cross-field rules (one recrawl schedule, a valid crontab), on the would-be row."""

@@ -10,7 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.access import NETWORK_SINK_KINDS, may, network_refusal
-from sinks.delivery import sink_counts, sink_retry
+from console.sink_status import sink_error_masked
+from sinks.delivery import sink_counts, sink_last_error, sink_retry
 from sinks.models import Sink
 
 from . import serializers as s
@@ -23,14 +24,24 @@ class SinkSerializer(s.KnownFieldsOnly, serializers.ModelSerializer):
     project = s.ProjectSlugField(help_text="Slug of the sink's project.")
     config = SinkConfigField(required=False, help_text=Sink._meta.get_field("config").help_text)
     counts = serializers.SerializerMethodField()
+    last_error = serializers.SerializerMethodField(help_text="The newest error its records met, secrets masked.")
+    failing_since = serializers.DateTimeField(
+        read_only=True, help_text="When its deliveries began to fail; null while it delivers."
+    )
 
     class Meta:
         model = Sink
-        fields = ("id", "project", "name", "kind", "config", "items", "pages", "assets", "active", "counts")
+        fields = (
+            "id", "project", "name", "kind", "config", "items", "pages", "assets", "active", "counts", "last_error",
+            "failing_since",
+        )  # fmt: skip
 
     @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
     def get_counts(self, sink: Sink) -> dict:
         return sink_counts(sink)
+
+    def get_last_error(self, sink: Sink) -> str:
+        return sink_error_masked(sink, sink_last_error(sink))
 
     def validate(self, attrs: dict) -> dict:
         """The model's own checks (the admin and the commands run the same ones)."""

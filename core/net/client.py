@@ -224,7 +224,8 @@ async def _body_into(response: FetchResponse, raw_chunks, limits: FetchLimits) -
     if limits.truncate:
         response.body = await _read_truncated(body, max_bytes)
         return
-    if declared.isdigit() and int(declared) > max_bytes and "content-encoding" not in response.headers:
+    too_large = declared.isascii() and declared.isdigit() and int(declared) > max_bytes
+    if too_large and "content-encoding" not in response.headers:
         raise BodyTooLarge(f"Content-Length {declared} exceeds the {max_bytes}-byte cap")
     response.body = b"".join([chunk async for chunk in body])
 
@@ -490,7 +491,7 @@ def retry_after_seconds(response: FetchResponse, cap: float = 3600) -> float | N
 def retry_after_value(value: str, cap: float = 3600) -> float | None:
     """Seconds a Retry-After header's value asks for (seconds or an HTTP date), capped."""
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return min(cap, float(value))
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from crawl.validators import extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
+from crawl.validators import cookie_map, extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
 
 
 def default_max_depth() -> int | None:
@@ -41,7 +41,12 @@ class Project(models.Model):
         DUE = "due", "revisit what is due"
         ALL = "all", "recrawl everything"
 
-    name = models.CharField(max_length=200, unique=True, help_text="Human name of the crawl project.")
+    name = models.CharField(
+        max_length=200,
+        db_index=True,
+        help_text="Human name of the crawl project, one per name among the projects a team sees (another "
+        "team may use the same name: their projects are unknown to each other).",
+    )
     slug = models.SlugField(max_length=200, unique=True, help_text="Short identifier used by commands and the API.")
     status = models.CharField(
         max_length=10,
@@ -193,7 +198,9 @@ class Project(models.Model):
     cookies = models.JSONField(
         default=dict,
         blank=True,
-        help_text='Cookies sent with every request to the project\'s own sites, e.g. {"session": "x"}.',
+        validators=[cookie_map],
+        help_text='Cookies sent with every request to the project\'s own sites, e.g. {"session": "x"}; '
+        "at most 50, each at most 4096 bytes.",
     )
     keep_cookies = models.BooleanField(
         default=True,

@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils.text import slugify
 
 from core.canonical import InvalidURL, canonicalize, host_in_domains, host_of, url_key
@@ -47,11 +47,27 @@ def project_name_for(url: str) -> str | None:
     return f"{host}:{parts.port}" if parts.port else host
 
 
-def project_named_alike(name: str) -> Project | None:
+def project_named_alike(name: str, among: QuerySet | None = None) -> Project | None:
     """The project called `name`, else the one whose slug `name` would make: "My Shop" and
-    "my shop!" are one project (the admin refuses the second, its slug being taken)."""
+    "my shop!" are one project. `among`: only those projects (the ones a user sees)."""
+    projects = Project.objects.all() if among is None else among
     slug = _slug_of(name)
-    return Project.objects.filter(name=name).first() or (Project.objects.filter(slug=slug).first() if slug else None)
+    return projects.filter(name=name).order_by("id").first() or (projects.filter(slug=slug).first() if slug else None)
+
+
+def project_create(*, name: str, slug: str = "", **settings_) -> Project:
+    """A new project called `name`, at `slug` (default: made from the name) or, when another
+    project holds that slug, at the first free one after it ("news-2")."""
+    return Project.objects.create(name=name, slug=slug_free(slug or _slug_of(name) or "project"), **settings_)
+
+
+def slug_free(slug: str) -> str:
+    """`slug` when no project holds it, else the first of slug-2, slug-3... that is free."""
+    base, candidate, n = slug[:190], slug, 1
+    while Project.objects.filter(slug=candidate).exists():
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
 
 
 def _slug_of(name: str) -> str:
@@ -59,17 +75,12 @@ def _slug_of(name: str) -> str:
 
 
 def _free_slug(name: str) -> str:
-    base = _slug_of(name) or "project"  # a name with no letter or digit to make a slug of: numbered
-    slug, n = base, 1
-    while Project.objects.filter(slug=slug).exists():
-        n += 1
-        slug = f"{base}-{n}"
-    return slug
+    return slug_free(_slug_of(name) or "project")  # a name with no letter or digit to make a slug of: numbered
 
 
 def project_by_ref(ref: str) -> Project:
     """A project by slug, name or id; raises Project.DoesNotExist with the reference in the message."""
-    for lookup in ({"slug": ref}, {"name": ref}, {"id": int(ref)} if ref.isdigit() else None):
+    for lookup in ({"slug": ref}, {"name": ref}, {"id": int(ref)} if ref.isascii() and ref.isdigit() else None):
         if lookup:
             project = Project.objects.filter(**lookup).first()
             if project:

@@ -21,10 +21,13 @@ from core.canonical import host_in_domains
 from core.hostnames import cookie_domain_allowed
 from crawl.models import Project, SessionCookie
 from crawl.policy import project_scope
+from crawl.validators import MAX_COOKIE_BYTES, MAX_COOKIES_PER_DOMAIN
 
 from .credentials import secrets_go_to
 
 CookieKey = tuple[str, str, str]  # (domain, path, name), as http.cookiejar keys them
+# A bigger cookie is not kept; past the counts, the cookies learnt or changed last are kept.
+MAX_COOKIES_PER_PROJECT = 300
 LATEST = datetime(9999, 1, 1, tzinfo=UTC).timestamp()  # a later expiry (Max-Age=1e30) is kept as this
 
 
@@ -107,11 +110,16 @@ class Session:
                 self._clear(*key)
 
     def changes(self) -> tuple[list[SessionCookie], list[CookieKey]]:
-        """The cookies to write (new or changed) and the keys to delete, since the session was loaded."""
+        """The cookies to write (new or changed) and the keys to delete, since the session was loaded,
+        within the caps (MAX_COOKIES_PER_DOMAIN, MAX_COOKIES_PER_PROJECT): a cookie past them is
+        dropped from the jar too."""
         now, current = time.time(), {}
         for cookie in self.jar:
             if not cookie.is_expired(now) and _storable(cookie):
                 current[(cookie.domain, cookie.path, cookie.name)] = _row_fields(cookie)
+        for key in _over_caps(current, self.loaded):
+            del current[key]
+            self._clear(*key)
         written = [
             SessionCookie(project_id=self.project.id, domain=k[0], path=k[1], name=k[2], **fields)
             for k, fields in current.items()
@@ -178,10 +186,27 @@ def session_forget(*, project: Project) -> int:
 
 
 def _storable(cookie: http.cookiejar.Cookie) -> bool:
-    """What the table can hold: a hostile site's oversized names or NUL characters are not kept."""
+    """What the table can hold and a browser would keep: a hostile site's oversized cookies
+    (MAX_COOKIE_BYTES), names, domains or paths, or NUL characters are not kept."""
     fields = (cookie.name, cookie.value or "", cookie.domain, cookie.path)
     fitting = len(cookie.name) <= 256 and len(cookie.domain) <= 255 and len(cookie.path) <= 1000
-    return fitting and not any("\x00" in value for value in fields)
+    size = len(cookie.name.encode(errors="replace")) + len((cookie.value or "").encode(errors="replace"))
+    return fitting and size <= MAX_COOKIE_BYTES and not any("\x00" in value for value in fields)
+
+
+def _over_caps(current: dict[CookieKey, dict], loaded: dict[CookieKey, tuple]) -> list[CookieKey]:
+    """The keys past the caps: new and changed cookies rank before those unchanged since the load
+    (the site's latest word wins, as browsers evict the least recently used first)."""
+    fresh = {k: None for k, fields in current.items() if loaded.get(k) != tuple(fields.values())}
+    ranked = [*fresh, *(k for k in current if k not in fresh)]
+    kept, per_domain, over = 0, {}, []
+    for key in ranked:
+        domain = key[0].lstrip(".")
+        if kept >= MAX_COOKIES_PER_PROJECT or per_domain.get(domain, 0) >= MAX_COOKIES_PER_DOMAIN:
+            over.append(key)
+            continue
+        kept, per_domain[domain] = kept + 1, per_domain.get(domain, 0) + 1
+    return over
 
 
 def _parsed(header: str) -> dict[str, str]:

@@ -247,3 +247,15 @@ def test_the_hosts_list_names_its_status_column_for_what_it_holds(admin_client):
     html = admin_client.get("/admin/crawl/host/").content.decode()
     assert "Last status" not in html and "Back-off status" in html
     assert '<td class="field-backoff_status">429</td>' in html and '<td class="field-backoff_status">none</td>' in html
+
+
+def test_superscript_digits_in_an_id_parameter_are_a_client_error_not_a_500(admin_client, project):
+    page = add_page(project, "http://a.test/digits")
+    admin_client.raise_request_exception = False
+    answers = [
+        admin_client.get(f"/admin/crawl/page/{page.id}/diff/", {"a": "²", "b": "³"}),
+        admin_client.get("/admin/dashboard/data/", {"project": "²"}),
+        admin_client.post("/admin/dashboard/control/", {"project": "²", "action": "pause"}),
+        admin_client.get("/admin/crawl/page/", {"project__id__exact": "²"}),
+    ]
+    assert all(a.status_code < 500 for a in answers), [a.status_code for a in answers]

@@ -2,6 +2,8 @@
 two teams each own a project; a member sees and steers only their team's, network settings need
 their own permission, and stored secrets never come back."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
@@ -16,6 +18,7 @@ from core.canonical import url_key
 from crawl.models import MediaAsset, Page, PageVersion, Project, Seed
 from scrape.models import Item
 from sinks.models import Sink
+from tests.console.test_admin_console import add_form_data
 from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.django_db
@@ -446,14 +449,27 @@ def test_try_a_url_on_private_addresses_needs_the_network_permission(teams, memb
     assert allowed.status_code == 200 and "Internal" in allowed.content.decode()
 
 
-def test_creating_a_project_named_like_another_teams_says_nothing_of_it(teams, member):
-    """The name is refused (one slug a name), but the other team's project is not named."""
+def test_another_teams_project_names_and_slugs_cannot_be_probed(teams, member, client):
+    """A name or slug another team holds is answered as a made-up one would be: created, its slug
+    the first free one; only the member's own team's projects are named in a refusal."""
     creator = api(member("admin"))
-    refused = creator.post("/api/projects/", {"name": "B!"}, format="json")
-    assert refused.status_code == 400
-    assert refused.json()["name"] == ["This name is taken: choose another one."]
+    for name, made_up in (("B!", "Nobody one"), ("b", "nobody two")):
+        taken, free = (creator.post("/api/projects/", {"name": n}, format="json") for n in (name, made_up))
+        assert taken.status_code == free.status_code == 201, (taken.content, free.content)
+        assert set(taken.json()) == set(free.json())
+    slug = creator.post("/api/projects/", {"name": "Mine", "slug": "b"}, format="json")
+    assert slug.status_code == 201 and slug.json()["slug"].startswith("b-"), slug.content
+    assert Project.objects.get(slug="b").name == "b", "the other team's project is untouched"
     alike = creator.post("/api/projects/", {"name": "A!"}, format="json")
-    assert "(slug a)" in alike.json()["name"][0], "its own team's project is named, with the way out"
+    assert alike.status_code == 400 and "(slug a)" in alike.json()["name"][0], "its own team's project is named"
+    own_slug = creator.post("/api/projects/", {"name": "Mine too", "slug": "a"}, format="json")
+    assert own_slug.status_code == 400 and "slug" in own_slug.json()
+
+    client.force_login(member("admin", is_staff=True))
+    form = add_form_data(client.get("/admin/crawl/project/add/")) | {"name": "b", "slug": "b"}
+    added = client.post("/admin/crawl/project/add/", form)
+    assert added.status_code == 302, [str(e) for e in added.context["adminform"].form.errors.values()]
+    assert Project.objects.filter(name="b").count() == 3
 
 
 def test_the_api_shows_a_seeds_post_body_only_to_those_who_may_change_its_project(teams, member):
@@ -464,3 +480,17 @@ def test_the_api_shows_a_seeds_post_body_only_to_those_who_may_change_its_projec
     assert viewer.json()["body"] == "***"
     owner = api(member("admin")).get(f"/api/seeds/{seed.id}/")
     assert owner.json()["body"] == "user=u&password=hunter2"
+
+
+def test_the_owner_forms_offer_only_the_users_and_groups_a_team_member_sees(teams, member, client):
+    a, _ = teams
+    admin_member, teammate, stranger = member("admin", is_staff=True), member("viewer"), member("viewer", "team-b")
+    client.force_login(admin_member)
+    for path in ("/admin/console/projectaccess/add/", f"/admin/crawl/project/{a.id}/change/"):
+        html = client.get(path).content.decode()
+        options = set(re.findall(r'<option value="\d+"[^>]*>([^<]+)</option>', html))
+        assert {"team-a", admin_member.username, teammate.username} <= options, (path, options)
+        assert not {"team-b", stranger.username, "admin", "viewer"} & options, (path, options)
+    team_b = Group.objects.get(name="team-b")
+    posted = client.post("/admin/console/projectaccess/add/", {"project": a.id, "group": team_b.id})
+    assert posted.status_code == 200 and not ProjectAccess.objects.filter(project=a, group=team_b).exists()

@@ -6,7 +6,9 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from core.net.guard import allow_networks
 from crawl.models import Page, Project, SessionCookie
@@ -154,3 +156,35 @@ def test_a_login_session_is_a_secret_that_keeps_off_site_seeds_to_the_network_pe
     assert holds_secrets(project)
     assert "a session" in secrets_refusal(project, "http://elsewhere.test/")
     assert secrets_refusal(project, f"{OWN}/account") is None
+
+
+def test_a_sites_cookies_are_capped_in_size_and_count_as_a_browser_caps_them():
+    """4096 bytes a cookie (name and value), 50 a domain, 300 a project; past the counts the
+    cookies learnt last are kept, so a site that sets many more still keeps its login cookie."""
+    project = Project.objects.create(name="greedy", slug="greedy", allowed_domains="shop.test")
+    session = session_load(project)
+    session.keep(f"{OWN}/", ["big=" + "x" * 4094, "fits=" + "x" * 4092])
+    session.keep(f"{OWN}/", [f"c{i}=1" for i in range(120)])
+    session_save(session)
+    session.keep(f"{OWN}/", ["sid=logged-in"])
+    session_save(session)
+    names = set(SessionCookie.objects.filter(project=project).values_list("name", flat=True))
+    assert "big" not in names, "over 4096 bytes: not kept"
+    assert len(names) == 50 and "sid" in names, "50 a domain, the latest kept"
+    assert len(session_load(project).header_for(f"{OWN}/")) == 50
+    for i in range(8):  # 8 domains x 50 > 300 a project
+        session.keep(f"http://d{i}.shop.test/", [f"n{j}=1" for j in range(50)])
+    session_save(session)
+    assert SessionCookie.objects.filter(project=project).count() <= 300
+
+
+def test_a_projects_own_cookies_are_capped_as_the_sites_are(django_user_model):
+    Project.objects.create(name="own", slug="own")
+    api = APIClient()
+    api.force_authenticate(django_user_model.objects.create_superuser("root", password="not-used"))
+    for cookies in ({f"c{i}": "1" for i in range(51)}, {"big": "x" * 4094}):
+        with pytest.raises(ValidationError):
+            Project(name="x", slug="x", cookies=cookies).full_clean()  # the admin's form checks this
+        refused = api.patch("/api/projects/own/", {"cookies": cookies}, format="json")
+        assert refused.status_code == 400 and "cookies" in refused.json(), refused.content
+    assert api.patch("/api/projects/own/", {"cookies": {"big": "x" * 4093}}, format="json").status_code == 200

@@ -76,6 +76,26 @@ def test_a_token_reads_the_feed_and_no_or_a_bad_token_gets_a_401_not_a_redirect(
     assert api.get("/api/changes/", {"page_size": 0}).status_code == 400
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("since", "0001-01-01T00:00:00+14:00"),  # before the first UTC instant
+        ("since", "9999-12-31T23:59:59-14:00"),  # after the last one
+        ("since", "2026-13-45T00:00:00"),
+        ("since", "2026-02-30"),
+        ("since", "²026-01-01T00:00:00Z"),
+        ("page_size", "²"),
+        ("page_size", "١٠"),  # Arabic-Indic digits
+        ("page_size", "9" * 5000),
+    ],
+)
+def test_a_bad_since_or_page_size_is_a_400_naming_the_parameter(api, db, name, value):
+    make_pages(1)
+    answer = api.get("/api/changes/", {name: value})
+    assert answer.status_code == 400, answer.content
+    assert name in answer.json()
+
+
 def test_the_feed_is_described_in_the_openapi_schema(api, db):
     schema = api.get("/api/schema/", {"format": "json"}).json()
     feed = schema["paths"]["/api/changes/"]["get"]

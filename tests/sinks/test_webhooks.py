@@ -55,6 +55,29 @@ def test_the_signature_is_the_hmac_of_the_timestamp_and_the_body():
 
 
 @pytest.mark.parametrize(
+    ("timestamp", "given"),
+    [
+        ("²", None),
+        ("1700000000²", None),
+        ("١٧٠٠٠٠٠٠٠٠", None),  # Arabic-Indic digits: isdigit() but not ours
+        ("9" * 5000, None),  # more digits than int() takes
+        ("1700000000", "sha256=é"),
+        ("1700000000", "sha256=\udc80"),
+        ("1700000000", "²" * 71),
+    ],
+)
+def test_a_malformed_timestamp_or_signature_is_invalid_and_never_raises(timestamp, given):
+    body = b'{"records": []}'
+    headers = signed_headers(SECRET, body, now=1_700_000_000)
+    headers["X-Crawlhub-Timestamp"] = timestamp
+    if given is not None:
+        headers["X-Crawlhub-Signature"] = given
+    assert signature_valid(SECRET, headers, body, now=1_700_000_000) is False
+    valid = _docs_verifier()
+    assert valid(SECRET, headers, body) is False, "the docs' snippet, too"
+
+
+@pytest.mark.parametrize(
     ("config", "problem"),
     [
         ({"url": "ftp://receiver.test/hook", "secret": SECRET}, "an http:// or https:// URL"),
@@ -199,15 +222,68 @@ def crawl_through_a_kill_and_refusals(receiver, site_server, workers, worker_env
     assert len(receiver.handed) > len(set(receiver.handed)), "the killed worker's batch came again"
 
 
-def test_the_verification_snippet_in_the_docs_accepts_our_requests_and_nothing_else():
+def _docs_verifier():
+    """The receiver's check that docs/operating.md offers."""
     text = (BASE_DIR / "docs" / "operating.md").read_text()
     section = text.split("### Webhook signatures", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     namespace = {}
     exec(compile(code, "operating.md", "exec"), namespace)  # our own documentation
-    valid = namespace["crawlhub_signature_valid"]
+    return namespace["crawlhub_signature_valid"]
+
+
+def test_the_verification_snippet_in_the_docs_accepts_our_requests_and_nothing_else():
+    valid = _docs_verifier()
     body = json.dumps({"records": [{"key": "k0"}]}).encode()
     headers = signed_headers(SECRET, body)
     assert valid(SECRET, headers, body)
     assert not valid(SECRET, headers, body.replace(b"k0", b"k1"))
     assert not valid("not-the-secret-0123456789", headers, body)
+
+
+def test_a_refusing_sink_shows_its_masked_error_and_since_when_and_its_monitor_alerts_and_recovers(db, admin_client):
+    """Beyond the admin list: GET /api/sinks/N/, `manage.py sinks` and the sink failing monitor show
+    the last error, with the URL's password masked, and since when; a delivery clears it."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from console.health import project_health
+    from console.health_models import Alert, Monitor
+    from console.monitors import monitor_run, monitors_ensure
+
+    project = Project.objects.create(name="watched", slug="watched", allow_private=True)
+    monitors_ensure([project.id])
+    with WebhookReceiver(SECRET) as receiver:
+        url = receiver.url.replace("http://", "http://hook:pa55word-of-the-hook@")
+        sink = http_sink(project, url)
+        sinks_offer(project.id, records(2))
+        receiver.refusing = True
+        before = timezone.now()
+        assert sink_deliver(sink.id) == 0
+        assert "pa55word" in SinkDelivery.objects.filter(sink=sink).first().error, "the raw error quotes it"
+        shown = admin_client.get(f"/api/sinks/{sink.id}/").json()
+        assert "the receiver is down" in shown["last_error"] and "pa55word" not in shown["last_error"]
+        assert shown["failing_since"] is not None and before <= timezone.datetime.fromisoformat(shown["failing_since"])
+        out = StringIO()
+        call_command("sinks", "watched", stdout=out)
+        assert "failing since" in out.getvalue() and "the receiver is down" in out.getvalue()
+        assert "pa55word" not in out.getvalue().split("failing since", 1)[1]
+
+        monitor = Monitor.objects.get(project=project, kind="sink_failing")
+        monitor.thresholds, monitor.cooldown_minutes = {"minutes": 5}, 30
+        monitor.save()
+        assert monitor_run(monitor, project, timezone.now()) == (0, 0), "not for 5 minutes yet"
+        later = timezone.now() + timedelta(minutes=6)
+        assert monitor_run(monitor, project, later) == (1, 0)
+        assert monitor_run(monitor, project, later) == (0, 0), "one alert while it fails"
+        alert = Alert.objects.get(monitor=monitor, resolved_at=None)
+        assert alert.subject == "sink hook" and "the receiver is down" in alert.message
+        assert "pa55word" not in alert.message + json.dumps(alert.evidence)
+        assert project_health(project.id)["status"] == "failing"
+
+        receiver.refusing = False
+        SinkDelivery.objects.filter(sink=sink).update(next_at=timezone.now())
+        assert sink_deliver(sink.id) == 2
+    assert admin_client.get(f"/api/sinks/{sink.id}/").json()["failing_since"] is None
+    assert monitor_run(monitor, project, later + timedelta(minutes=1)) == (0, 1), "recovered"

@@ -26,6 +26,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from console.workers import workers_alive
+from core.net.guard import refuse_services
+from crawl.apps import own_services
 from crawlproject.envsafety import private_file
 from crawlproject.processes import EmbeddedWorker
 
@@ -56,6 +58,7 @@ class Command(BaseCommand):
         if not 1 <= opts["port"] <= 65535:
             raise CommandError("--port must be from 1 to 65535")
         console_base_url_default(opts["host"], opts["port"])
+        _console_address_publish(opts["host"], opts["port"])
         # Ctrl-C and SIGTERM stop it all, also where SIGINT came ignored (started as a background job)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _interrupt)
@@ -174,6 +177,14 @@ def console_base_url_default(host: str, port: int) -> str:
         os.environ["CONSOLE_BASE_URL"] = f"http://{shown}:{port}"
         settings.CONSOLE_BASE_URL = os.environ["CONSOLE_BASE_URL"]
     return os.environ["CONSOLE_BASE_URL"]
+
+
+def _console_address_publish(host: str, port: int) -> None:
+    """The console's address in PORT and HOST for every process started from here (the web server,
+    the workers, beat), so that no crawl, Try a URL or HTTP sink of theirs reaches the console, and
+    refused in this process too."""
+    os.environ["PORT"], os.environ["HOST"] = str(port), host
+    refuse_services(own_services(settings))
 
 
 def _interrupt(signum, frame) -> None:

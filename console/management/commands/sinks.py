@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from console.management.commands._project import project_arg
 from console.masking import masked_config
-from sinks.delivery import sink_counts, sink_retry
+from console.sink_status import sink_status
+from sinks.delivery import sink_retry
 from sinks.models import Sink
 
 
@@ -42,12 +43,16 @@ class Command(BaseCommand):
                 raise CommandError(f"{project.slug} has no sink {opts['retry']!r}")
             self.stdout.write(f"sink {sink.name}: {sink_retry(sink)} failed records queued again")
         for sink in Sink.objects.filter(project=project).order_by("name"):
-            c = sink_counts(sink)
+            status = sink_status(sink)
+            c = status["counts"]
             state = "" if sink.active else " (inactive)"
             self.stdout.write(
                 f"{sink.name:20s} {sink.kind:7s} {c['done']} delivered, {c['pending'] + c['leased']} owed, "
                 f"{c['failed']} failed{state}  {json.dumps(masked_config(sink.config))}"
             )
+            if status["failing_since"] is not None:
+                since = status["failing_since"].isoformat(timespec="seconds")
+                self.stdout.write(f"{'':20s} failing since {since}: {status['last_error']}")
 
     def _add(self, project, opts) -> None:
         if not opts["kind"]:
