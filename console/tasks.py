@@ -23,3 +23,11 @@ def monitors_tick_task() -> dict:
     from console.monitors import monitors_tick
 
     return monitors_tick()
+
+
+@shared_task(name="console.debug_run", soft_time_limit=240, time_limit=300)
+def debug_run_task(run_id: int) -> str:
+    """The debugger's run: the draft's code runs in a child process with its own, shorter limits."""
+    from console.debugger import debug_run_execute
+
+    return debug_run_execute(run_id)

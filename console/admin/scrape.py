@@ -128,7 +128,8 @@ def try_url_view(request):
     """Fetch one URL as the crawl would and show its whole extraction and each link's fate; stores nothing."""
     if not may(request.user, "try"):
         raise PermissionDenied
-    form = TryForm(request.POST or None, user=request.user)
+    initial = {"url": request.GET.get("url", ""), "project": request.GET.get("project", "")}
+    form = TryForm(request.POST or None, user=request.user, initial=initial)
     context = {**admin.site.each_context(request), "title": "Try a URL", "form": form}
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
