@@ -45,7 +45,14 @@ def job_begin(*, project: Project, kind: str, trigger: str, user=None, retry_of:
     if current is not None:
         return current, False
     user = user if user is not None and getattr(user, "is_authenticated", False) else None
-    job = Job.objects.create(project=project, kind=kind, trigger=trigger, started_by=user, retry_of=retry_of)
+    job = Job.objects.create(
+        project=project,
+        kind=kind,
+        trigger=trigger,
+        started_by=user,
+        retry_of=retry_of,
+        spider_version_id=locked.spider_version_id,  # the code it runs; a deploy while it runs is logged
+    )
     Project.objects.filter(id=project.id).update(job_id=job.id)
     project.job_id = job.id
     return job, True

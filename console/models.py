@@ -49,6 +49,15 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     message = models.TextField(blank=True, default="", help_text="Why it ended as it did.")
     stats = models.JSONField(default=dict, blank=True, help_text="Its counts, kept when it ended.")
+    spider_version = models.ForeignKey(
+        "scrape.SpiderVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs",
+        help_text="The spider code version it ran (the project's active one when it started; a deploy "
+        "while it runs is written in its log).",
+    )
 
     class Meta:
         ordering = ["-id"]

@@ -17,6 +17,7 @@ from django.utils import timezone
 from crawl.frontier.reaper import workers_stopped
 from crawl.signals import recrawl_due
 from crawlproject.jobcontext import CURRENT_JOB
+from scrape.spider_versions import spider_version_activated
 
 log = logging.getLogger("crawlhub.console")
 LIVENESS_BEATS = 3  # heartbeats a worker may miss before the leases it holds go back
@@ -33,6 +34,19 @@ def recrawl_tick_job(sender, project_id: int, **kwargs) -> int:
     project = Project.objects.get(id=project_id)
     job, _ = job_begin(project=project, kind=Job.Kind.SCHEDULED, trigger=Job.Trigger.SCHEDULE)
     return job.id
+
+
+@receiver(spider_version_activated, dispatch_uid="console.spider_version_activated")
+def spider_version_logged(sender, project, version, **kwargs) -> None:
+    """A version activated while the project runs a job is written in that job's log: the job
+    records the version it started with, its items the version that made each of them."""
+    from console.jobs import job_current
+    from console.models import JobLogEntry
+
+    job = job_current(project)
+    if job is not None and job.spider_version_id != version.id:
+        message = f"spider version {version.number} activated: pages extracted from now on use it"
+        JobLogEntry.objects.create(job=job, level="WARNING", logger="crawlhub.spiders", message=message)
 
 
 class JobLogHandler(logging.Handler):

@@ -20,20 +20,11 @@ from scrape.jsonapi import ApiConfigError, compile_api_config, config_version
 from scrape.models import RuleSet
 from scrape.rules import CompiledRules, RuleError, compile_rules
 from scrape.sitemaps import parse_listing
-from scrape.spiders import (
-    LogLine,
-    Request,
-    RequestError,
-    Response,
-    SpiderError,
-    get_spider,
-    load_spider_modules,
-    run_spider,
-)
+from scrape.spider_versions import has_spider, project_spider
+from scrape.spiders import LogLine, Request, RequestError, Response, SpiderError, run_spider
 
 log = logging.getLogger("crawlhub.extract")
 MAX_ITEM_LINKS = 1000  # links stored with anchor text on the page item (all of them are followed)
-_SPIDERS_LOADED = False
 
 
 @dataclass
@@ -43,6 +34,7 @@ class ItemRow:
     data: dict
     errors: list = field(default_factory=list)
     version: str = ""
+    spider_version: int | None = None  # the deployed spider version that made it (SpiderVersion id)
 
 
 @dataclass
@@ -86,7 +78,6 @@ def _rule_sets(project: Project) -> list[CompiledRules]:
             log.warning("project %s: rule set %s skipped, its kind %s is another's", project.id, name, rules.kind)
             continue
         compiled[rules.kind] = rules
-    return list(compiled.values())
     return list(compiled.values())
 
 
@@ -138,7 +129,7 @@ def _extract(page: Page, body: bytes, headers: dict) -> PageResult:
         return _redirect(page)
     if page.kind in ("sitemap", "feed"):
         return _listing(page, body)
-    if page.project.spider and not looks_like_html(page.content_type, body) and _spider_reads(page, body):
+    if has_spider(page.project) and not looks_like_html(page.content_type, body) and _spider_reads(page, body):
         return _routed(page, body, headers)
     if page.project.api_config and _looks_like_json(page.content_type, body):
         return _json_api(page, body)
@@ -158,8 +149,7 @@ def _spider_reads(page: Page, body: bytes) -> bool:
     if not (_looks_like_json(page.content_type, body) or _looks_like_xml(page.content_type, body)):
         return False
     try:
-        _load_spiders()
-        return get_spider(page.project.spider).routes(page.url)
+        return project_spider(page.project).routes(page.url)
     except SpiderError:
         return True  # the spider is missing: _apply_spider fails the page with the reason
 
@@ -259,7 +249,7 @@ def _html(page: Page, body: bytes, headers: dict) -> PageResult:
     links = _apply_rules(page, body, items, links, media, priorities)
     result_links = [Link(u, page.depth + 1, page.id, 0, priority=priorities.get(u, 0)) for u in links]
     error = handler_log = None
-    if project.spider:
+    if has_spider(project):
         result_links, error, handler_log = _apply_spider(page, body, headers, items, media, priorities)
     return PageResult(
         page=page,
@@ -319,8 +309,7 @@ def _apply_spider(
     meta...); its failure is the page's error, not the worker's. The page was fetched with its row's
     request, which the handler sees as response.request. Also returns what the handler logged."""
     try:
-        _load_spiders()
-        spider = get_spider(page.project.spider)
+        spider = project_spider(page.project)
         request = Request.from_page_request(page.url, page.request, page.priority)
     except (SpiderError, RequestError) as exc:
         return [], ("spider_error", str(exc)[:2000]), None
@@ -328,7 +317,8 @@ def _apply_spider(
     result = run_spider(spider, response)
     if result.error:
         return [], ("spider_error", result.error[:2000]), result.log
-    items += [ItemRow("spider", i, data) for i, data in enumerate(result.items)]
+    version = page.project.spider_version_id
+    items += [ItemRow("spider", i, data, spider_version=version) for i, data in enumerate(result.items)]
     media += result.media
     depth = page.depth + 1
     links = [
@@ -336,13 +326,6 @@ def _apply_spider(
         for r in result.requests
     ]
     return links, None, result.log
-
-
-def _load_spiders() -> None:
-    global _SPIDERS_LOADED
-    if not _SPIDERS_LOADED:
-        load_spider_modules(settings.CRAWL_SPIDER_MODULES)
-        _SPIDERS_LOADED = True
 
 
 def extraction_fields(extraction: Extraction) -> dict:

@@ -1,5 +1,7 @@
-"""Items (structured data per page) and the per-project extraction rule sets that produce them."""
+"""Items (structured data per page), the per-project extraction rule sets and spider code versions
+that produce them, and the checks a spider version must pass."""
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
@@ -21,6 +23,15 @@ class Item(models.Model):
     rule_version = models.CharField(max_length=20, blank=True, default="", help_text="Version of the rules used.")
     data = models.JSONField(default=dict, help_text="The extracted fields.")
     errors = models.JSONField(default=list, blank=True, help_text="Validation errors, if any (the item is kept).")
+    spider_version = models.ForeignKey(
+        "scrape.SpiderVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_index=False,
+        related_name="+",
+        help_text="The deployed spider code that made it (empty: a built-in spider, rules or the page itself).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -115,3 +126,59 @@ class HandlerLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.level}: {self.message[:80]}"
+
+
+class SpiderVersion(models.Model):
+    """One deploy of a project's spider code: immutable. The project points at its active one
+    (Project.spider_version_id); rolling back is pointing at an older one. See scrape/spider_versions.py."""
+
+    project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="spider_versions")
+    number = models.PositiveIntegerField(help_text="1, 2, 3... per project, in deploy order.")
+    source = models.TextField(help_text="The Python module that defines the spider.")
+    sha256 = models.CharField(max_length=64, help_text="SHA-256 of the source: workers cache the compiled class by it.")
+    spider_name = models.CharField(max_length=100, blank=True, default="", help_text="The spider class's name.")
+    message = models.TextField(blank=True, default="", help_text="What this version changes, as its deployer said.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "number"], name="uniq_spiderversion_project_number")]
+        permissions = [("deploy_spider", "Can deploy and edit spider code (it runs in the workers)")]
+
+    def __str__(self) -> str:
+        return f"v{self.number}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise ValueError("a spider version is immutable: deploy a new one")
+        super().save(*args, **kwargs)
+
+
+class SpiderCheck(models.Model):
+    """A stored response and the items a spider must make of it: `manage.py spider check` runs the
+    active version (or a draft) against every check of the project, offline."""
+
+    project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="spider_checks")
+    name = models.SlugField(max_length=100, help_text="What the check is called in reports.")
+    url = models.TextField(help_text="The URL the response came from.")
+    status = models.PositiveSmallIntegerField(default=200, help_text="The response's HTTP status.")
+    headers = models.JSONField(default=dict, blank=True, help_text="The response's headers.")
+    body = models.BinaryField(help_text="The response's body, as it was received (decoded transfer).")
+    request = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The request that fetched it (method, body, route, meta...), as a page row keeps it.",
+    )
+    expected_items = models.JSONField(default=list, blank=True, help_text="The items the spider must make, in order.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="uniq_spidercheck_project_name")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -143,6 +143,7 @@ def items_store(results: list[PageResult]) -> None:
             data=_jsonb_safe(i.data),
             errors=_jsonb_safe(i.errors),
             rule_version=i.version,
+            spider_version_id=i.spider_version,
         )
         for r in results
         for i in r.items
@@ -151,7 +152,7 @@ def items_store(results: list[PageResult]) -> None:
         Item,
         rows,
         conflict_fields=("page", "kind", "position"),
-        update_fields=("data", "errors", "rule_version", "updated_at"),
+        update_fields=("data", "errors", "rule_version", "spider_version", "updated_at"),
         now=now,
     )
     if results:

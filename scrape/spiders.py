@@ -19,13 +19,15 @@ whose methods are marked with @route(regex); see scrape/example_spiders.py.
 """
 
 import codecs
+import contextlib
+import contextvars
 import functools
 import importlib
 import json
 import logging
 import re
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urljoin
@@ -223,6 +225,19 @@ class Spider:
 
 
 _REGISTRY: dict[str, type[Spider]] = {}
+# Spider code compiled from a stored version registers into its own dict, never the global one.
+_LOCAL_REGISTRY: contextvars.ContextVar[dict | None] = contextvars.ContextVar("spider_registry", default=None)
+
+
+@contextlib.contextmanager
+def registry_scope() -> Iterator[dict[str, type[Spider]]]:
+    """Within it, @register records spiders in the dict it yields instead of the global registry."""
+    local: dict[str, type[Spider]] = {}
+    token = _LOCAL_REGISTRY.set(local)
+    try:
+        yield local
+    finally:
+        _LOCAL_REGISTRY.reset(token)
 
 
 def register(spider_cls: type[Spider]) -> type[Spider]:
@@ -236,10 +251,12 @@ def register(spider_cls: type[Spider]) -> type[Spider]:
     name = spider_cls.name
     if not name or not isinstance(name, str):
         raise SpiderError(f"{spider_cls.__qualname__} has no name")
-    taken = _REGISTRY.get(name)
+    registry = _LOCAL_REGISTRY.get()
+    registry = _REGISTRY if registry is None else registry
+    taken = registry.get(name)
     if taken is not None and _qualified(taken) != _qualified(spider_cls):
         raise SpiderError(f"spider name {name!r} is taken by {_qualified(taken)}")
-    _REGISTRY[name] = spider_cls
+    registry[name] = spider_cls
     return spider_cls
 
 

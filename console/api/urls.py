@@ -11,6 +11,7 @@ from .jobs import JobViewSet
 from .projects import ProjectViewSet, SeedViewSet
 from .results import AssetViewSet, FailureViewSet, ItemViewSet, PageViewSet
 from .sinks import SinkViewSet
+from .spider_versions import SpiderVersionActivateView, SpiderVersionDetailView, SpiderVersionListView
 
 router = DefaultRouter()
 router.register("projects", ProjectViewSet, basename="project")
@@ -32,5 +33,16 @@ urlpatterns = [
     # The split view serves its script from a URL of its own: the console's CSP runs no inline script.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("try/", TryURLView.as_view(), name="api-try"),
+    path("projects/<slug:slug>/spider-versions/", SpiderVersionListView.as_view(), name="api-spider-versions"),
+    path(
+        "projects/<slug:slug>/spider-versions/<int:number>/",
+        SpiderVersionDetailView.as_view(),
+        name="api-spider-version",
+    ),
+    path(
+        "projects/<slug:slug>/spider-versions/<int:number>/activate/",
+        SpiderVersionActivateView.as_view(),
+        name="api-spider-version-activate",
+    ),
     path("", include(router.urls)),
 ]

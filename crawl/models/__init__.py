@@ -230,6 +230,12 @@ class Project(models.Model):
     job_id = models.BigIntegerField(
         null=True, blank=True, editable=False, help_text="The console's current job of the project (empty: none)."
     )
+    spider_version_id = models.BigIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Its active spider code version (scrape's SpiderVersion id; empty: the built-in `spider`).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
