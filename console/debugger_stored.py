@@ -8,6 +8,7 @@ import zlib
 from crawl.models import Page, PageContent, Project
 from scrape.models import Item
 from scrape.sandbox import sandbox_response, sources_run
+from scrape.spider_versions import spider_version_active
 
 EMPTY = (None, "", [], {})
 MAX_SHOWN_PAGES = 100
@@ -26,10 +27,6 @@ def stored_pages(project: Project, count: int) -> list[tuple[Page, PageContent]]
 
 def active_source(project: Project) -> str | None:
     """The source of the project's active spider version, or None when it runs no deployed code."""
-    try:
-        from scrape.spider_versions import spider_version_active
-    except ImportError:  # pragma: no cover - before the versioned spiders land
-        return None
     version = spider_version_active(project)
     return version.source if version is not None else None
 

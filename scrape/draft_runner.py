@@ -12,17 +12,11 @@ database; what it is handed is all it sees.
 
 import base64
 import json
-import linecache
 import sys
-from typing import Any
 
+from scrape.spider_code import compile_spider
 from scrape.spider_request import Request
 from scrape.spiders import Response, Spider, run_spider
-
-try:  # the versioned-spider foundation compiles sources the way a deploy does
-    from scrape.spider_code import SpiderCodeError, compile_spider
-except ImportError:  # pragma: no cover - before it lands
-    SpiderCodeError, compile_spider = None, None
 
 
 def source_filename(name: str) -> str:
@@ -30,23 +24,11 @@ def source_filename(name: str) -> str:
     return f"<{name}>"
 
 
-def spider_class(source: str, filename: str) -> type[Spider]:
-    """The Spider class a source defines; its lines are known to linecache, so tracebacks quote them."""
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    if compile_spider is not None:
-        return compile_spider(source, filename=filename)
-    namespace: dict[str, Any] = {"__name__": filename.strip("<>") + "_spider"}
-    exec(compile(source, filename, "exec"), namespace)
-    found = [v for v in namespace.values() if isinstance(v, type) and issubclass(v, Spider) and v is not Spider]
-    if not found:
-        raise ValueError("the source defines no Spider subclass")
-    return found[-1]
-
-
 def compile_error(exc: BaseException) -> dict:
-    """Why a source does not compile, with its line when known."""
-    line = getattr(exc, "line", None) if not isinstance(exc, SyntaxError) else exc.lineno
-    return {"message": f"{type(exc).__name__}: {exc}", "line": line if isinstance(line, int) else None}
+    """Why a source does not compile (SpiderCodeError: its reason and line), as a deploy says it."""
+    line = getattr(exc, "line", None)
+    message = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
+    return {"message": message, "line": line if isinstance(line, int) else None}
 
 
 def response_of(data: dict) -> Response:
@@ -71,8 +53,8 @@ def run_report(spider: Spider, response: Response) -> dict:
 
 def run_source(name: str, source: str, responses: list[Response]) -> dict:
     try:
-        spider = spider_class(source, source_filename(name))()
-    except Exception as exc:  # user code: a compile or import-time error of any kind
+        spider: Spider = compile_spider(source, filename=source_filename(name))()
+    except Exception as exc:  # SpiderCodeError, or an error of the spider's own __init__
         return {"error": compile_error(exc)}
     return {"runs": [run_report(spider, response) for response in responses]}
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('console', '0004_workerbeat_processes'),
+        ('console', '0005_job_spider_version'),
         ('crawl', '0015_project_config_changed_at'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
