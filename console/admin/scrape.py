@@ -76,7 +76,7 @@ def cut_short(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
 class RuleSetForm(forms.ModelForm):
     class Meta:
         model = RuleSet
-        fields = "__all__"
+        fields = ("project", "name", "enabled", "spec")
         widgets = {  # the rules' JSON in the console's editor: highlighting and line numbers
             "spec": AceWidget(
                 mode="json", width="100%", height="420px", useworker=False, showprintmargin=False, toolbar=False
