@@ -43,7 +43,10 @@ def debug_run_start(*, project: Project, user, source: str, url: str = "", reque
     """Record a run and hand it to a worker after the commit: on `url` with `request` (method,
     headers, body, route, meta), or, with `stored_pages`, on that many of the last stored pages."""
     mode = DebugRun.Mode.STORED if stored_pages else DebugRun.Mode.REQUEST
-    asked = {"url": url, **request_checked(url, request or {})} if mode == DebugRun.Mode.REQUEST else {}
+    if mode == DebugRun.Mode.REQUEST:
+        asked = {"url": url, **request_checked(url, request or {})}
+    else:  # kept for the form: the run panel still shows the request it was on
+        asked = {"url": url, **request_checked(url, request or {})} if url else {}
     run = DebugRun.objects.create(
         project=project, user=user, mode=mode, source=source, request=asked, stored_pages=stored_pages
     )
