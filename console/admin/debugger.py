@@ -10,8 +10,10 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 
 from console.access import may, projects_for
 from console.admin.debugger_forms import DebugForm, initial_from_query, run_initial
@@ -70,6 +72,24 @@ def _post(request):
         form.add_error(None, f"This request cannot be sent: {exc}")
         return _page(request, form, None, status=400)
     return redirect(f"{reverse('admin-debugger')}?run={run.id}")
+
+
+RENDERED_CSP = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
+
+
+@staff_member_required
+@xframe_options_sameorigin
+def rendered_view(request, run_id: int):
+    """A run's response as HTML for the page's iframe: sandboxed (no scripts, an opaque origin),
+    loading nothing from anywhere, framed by the console only."""
+    if not may(request.user, "try"):
+        raise PermissionDenied
+    run = get_object_or_404(DebugRun.objects.filter(project__in=projects_for(request.user)), id=run_id)
+    body = zlib.decompress(run.body) if run.body else b""
+    response = HttpResponse(body, content_type="text/html; charset=utf-8")
+    response["Content-Security-Policy"] = RENDERED_CSP
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def _edits_code(project, source: str) -> bool:
