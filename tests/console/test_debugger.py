@@ -15,6 +15,7 @@ from console.models import ProjectAccess
 from console.roles import roles_install
 from core.canonical import url_key
 from crawl.models import Page, PageContent, Project
+from scrape.models import SpiderCheck, SpiderVersion
 from tests.helpers import wait_until
 from tests.servers import Site, SiteServer
 
@@ -209,3 +210,45 @@ def test_a_failed_page_opens_the_debugger_with_its_stored_request(admin_client):
     html = admin_client.get(f"/admin/debugger/?page={page.id}").content.decode()
     assert f'value="{url}"' in html and '<option value="POST" selected>' in html
     assert 'value="stock"' in html and json.dumps({"id": 7}).replace('"', "&quot;") in html
+
+
+def finished_run(project: Project, **report) -> DebugRun:
+    body = PRODUCT.format(n=1, m=2).encode()
+    report = {"url": "http://shop.test/product/1", "status": 200, "headers": {"content-type": "text/html"}} | report
+    return DebugRun.objects.create(project=project, source=DRAFT, request={"url": report["url"]}, state="done",
+                                   report=report, body=zlib.compress(body))  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_keep_as_a_check_saves_the_response_with_its_items(admin_client):
+    project = Project.objects.create(name="k", slug="k")
+    run = finished_run(project, items=[{"title": "Lamp 1", "price": "1.50"}], request={})
+    data = {"project": project.id, "url": "http://shop.test/product/1", "method": "GET", "source": DRAFT,
+            "action": "check", "run": run.id, "check_name": "lamp"}  # fmt: skip
+    response = admin_client.post("/admin/debugger/", data)
+    assert response.status_code == 302
+    check = SpiderCheck.objects.get(project=project, name="lamp")
+    assert check.expected_items == [{"title": "Lamp 1", "price": "1.50"}] and bytes(check.body).startswith(b"<html>")
+
+
+@pytest.mark.django_db
+def test_a_deploy_from_the_editor_that_does_not_compile_is_refused_with_its_line(admin_client):
+    project = Project.objects.create(name="d", slug="d")
+    data = {"project": project.id, "method": "GET", "source": "x = (\n", "action": "deploy"}
+    response = admin_client.post("/admin/debugger/", data)
+    assert response.status_code == 400 and "Not deployed (line 1)" in response.content.decode()
+    assert not SpiderVersion.objects.exists()
+    response = admin_client.post("/admin/debugger/", data | {"source": DRAFT, "message": "first"})
+    assert response.status_code == 302 and SpiderVersion.objects.get(project=project).message == "first"
+
+
+@pytest.mark.django_db
+def test_the_response_is_rendered_sandboxed_without_scripts(admin_client):
+    run = finished_run(Project.objects.create(name="r", slug="r"), items=[], text="<script>x</script>")
+    page = admin_client.get(f"/admin/debugger/?run={run.id}").content.decode()
+    frame = f'<iframe class="rendered" sandbox="" referrerpolicy="no-referrer" src="/admin/debugger/{run.id}/rendered/"'
+    assert frame in page and "&lt;script&gt;x&lt;/script&gt;" in page
+    rendered = admin_client.get(f"/admin/debugger/{run.id}/rendered/")
+    assert rendered.content.startswith(b"<html><body><h1>Lamp 1</h1>")
+    assert rendered["Content-Security-Policy"].startswith("sandbox; default-src 'none'")
+    assert rendered["X-Frame-Options"] == "SAMEORIGIN"

@@ -121,6 +121,11 @@ def fix_in_the_browser(page, base: str, shop_url: str) -> None:
     expect(items.locator("thead")).to_contain_text("price")
     expect(items.locator("tbody tr")).to_have_count(1)
     expect(items.locator("tbody td", has_text=url.rsplit("/", 1)[1] + ".50")).to_have_count(1)
+    n = url.rsplit("/", 1)[1]
+    expect(page.frame_locator("iframe.rendered").locator("h1")).to_have_text(f"Lamp {n}")
+    page.fill("#id_selector", "span.price-tag")
+    page.click("#try-selector")
+    expect(page.locator(".selector-matches li")).to_have_text([f"{n}.50"])
     page.screenshot(path=str(ARTIFACTS / "workshop-draft-on-one-page.png"), full_page=True)
 
     page.click("#run-stored")
