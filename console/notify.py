@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from console.health_models import Alert, NotificationTarget
+from console.masking import MASK, masked_webhook_url
 from crawl.models import Project
 
 log = logging.getLogger("crawlhub.notify")
@@ -64,9 +65,14 @@ def url_problem(url: str) -> str | None:
 
 
 def shown_url(url: str) -> str:
-    """A target without its secrets (Apprise's privacy form), for logs and the admin."""
-    parsed = apprise.Apprise.instantiate(url)
-    return parsed.url(privacy=True) if parsed else url.split(":", 1)[0] + "://..."
+    """A target without its secrets, for alerts, logs and the admin: Apprise's privacy form (which
+    hides the tokens it knows of, a bot's in the host included), then the one masking rule on what
+    it keeps: the password, and the path and query, where custom headers (+Authorization=...),
+    payload extras (:key=value) and form fields (-key=value) are."""
+    parsed = apprise.Apprise.instantiate(url, suppress_exceptions=True)
+    if not parsed:
+        return url.split(":", 1)[0][:20] + f"://{MASK}"
+    return masked_webhook_url(parsed.url(privacy=True))
 
 
 def alert_text(alert: Alert, *, recovered: bool) -> tuple[str, str]:

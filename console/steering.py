@@ -22,6 +22,7 @@ from crawl.frontier.stages import PAGE_PENDING_STATES, job_scope
 from crawl.models import MediaAsset, Page, Project
 from crawl.services.projects import seeds_add, seeds_retry_failed
 from crawl.services.recrawl_schedules import schedule_sync
+from scrape.hooks import spider_start
 
 STEERS = ("pause", "resume", "cancel")  # what job_steer does to a running job
 
@@ -59,7 +60,8 @@ def crawl_start(
 ) -> tuple[Job, int]:
     """Start the project as a job (or join its running job, or resume its paused one): the project
     becomes active, `seeds` (URLs by kind: page, sitemap, feed) join its seeds, its active seeds go
-    in the frontier (failed ones get another chance), and every owed page and asset is published;
+    in the frontier (failed ones get another chance) with the requests of its spider's start() hook,
+    and every owed page and asset is published;
     with `recrawl` its finished pages are fetched again too, as a recrawl job. Returns the job and
     the pages queued. Raises ProjectFinished when there is nothing to start, unless
     `refuse_finished` is False (the crawl command runs the job and reports "nothing to do")."""
@@ -75,6 +77,7 @@ def _start(project: Project, seeds: dict[str, list[str]], recrawl: bool) -> int:
     project_activate(project=project)
     new_ids = [row for kind, urls in seeds.items() for row in seeds_add(project=project, urls=urls, kind=kind)]
     new_ids += seeds_enqueue(project)
+    new_ids += spider_start(project=project)  # the spider's start() hook, if it has one
     given = [url for urls in seeds.values() for url in urls]
     new_ids += seeds_retry_failed(project=project, urls=_seed_urls(project) + given)
     # Work left over from an earlier run is published now, not after the republish timeout.

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import lxml.etree
 
+from console.masking import masked_response_headers
 from core.canonical import InvalidURL, Scope, canonicalize, host_of, origin_of, url_key
 from core.net.client import FetchResponse, fetch, runner
 from crawl.frontier.discovery import existing_keys, seed_request, within_budget, within_host_budgets
@@ -149,7 +150,7 @@ def trial_report(trial: Trial, *, selector: str = "", selector_kind: str = "css"
         "status": trial.status_code,
         "robots": trial.robots,
         "error": trial.error,
-        "headers": trial.headers,
+        "headers": masked_response_headers(trial.headers),  # the site's Set-Cookie: its session, masked
         "fetch": trial.fetch,
     }
     if selector:

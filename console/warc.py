@@ -7,10 +7,12 @@ headers and the status code, not the bytes on the wire, so some parts are rebuil
 and say so in a `WARC-Crawlhub-Reconstructed` header (explained in the warcinfo record):
 
 - request: the whole record (method, target, Host and User-Agent from the project's settings;
-  cookies and extra headers are left out, as they may hold credentials);
+  cookies and extra headers are left out, as they may hold credentials, and a POST body is written
+  as the mask, `***`, as the API shows it: console/masking.py);
 - response: the status line (protocol and reason phrase), and the framing headers: the body is
   stored decoded, so Content-Encoding moves to X-Crawlhub-Original-Content-Encoding,
-  Transfer-Encoding is dropped and Content-Length is the decoded length.
+  Transfer-Encoding is dropped and Content-Length is the decoded length. The cookies the site set
+  (Set-Cookie) are written with their values masked, as everywhere else.
 """
 
 import tempfile
@@ -28,6 +30,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
+from console.masking import MASK, masked_response_headers
 from crawl.models import Page, PageContent, Project
 from crawl.policy import user_agent_of
 
@@ -83,18 +86,20 @@ def _write_page(writer: WARCWriter, content: PageContent, agent: str) -> None:
 
 def _response_record(writer: WARCWriter, content: PageContent, date: str):
     page, body = content.page, zlib.decompress(bytes(content.body))
+    headers = masked_response_headers(content.headers)
+    rebuilt = "status-line; framing-headers" + ("; masked-cookies" if headers != content.headers else "")
     return writer.create_warc_record(
         page.url,  # not final_url: a redirect's final_url is its Location, yet its 3xx came from page.url
         "response",
         payload=BytesIO(body),
         length=len(body),
-        http_headers=response_head(page.status_code or 200, content.headers, len(body)),
-        warc_headers_dict={"WARC-Type": "response", "WARC-Date": date, RECONSTRUCTED: "status-line; framing-headers"},
+        http_headers=response_head(page.status_code or 200, headers, len(body)),
+        warc_headers_dict={"WARC-Type": "response", "WARC-Date": date, RECONSTRUCTED: rebuilt},
     )
 
 
 def _request_record(writer: WARCWriter, page: Page, agent: str, date: str, response_id: str):
-    method, body = page.request.get("method", "GET"), (page.request.get("body") or "").encode()
+    method, body = page.request.get("method", "GET"), (MASK if page.request.get("body") else "").encode()
     return writer.create_warc_record(
         page.url,
         "request",
@@ -151,10 +156,11 @@ def _warcinfo(project: Project) -> dict:
         "description": (
             "Exported from stored responses after the crawl, not recorded on the wire. "
             f"{RECONSTRUCTED}: request = the request record is rebuilt (method, target, Host, User-Agent; "
-            "no cookies or extra headers); status-line = HTTP version and reason phrase are rebuilt from "
-            "the status code; framing-headers = the body is stored decoded, so Content-Encoding moved to "
-            "X-Crawlhub-Original-Content-Encoding, Transfer-Encoding is dropped and Content-Length is the "
-            "decoded length. The status code is the page's last fetch."
+            "no cookies or extra headers; a request body is written as ***); status-line = HTTP version "
+            "and reason phrase are rebuilt from the status code; framing-headers = the body is stored "
+            "decoded, so Content-Encoding moved to X-Crawlhub-Original-Content-Encoding, Transfer-Encoding "
+            "is dropped and Content-Length is the decoded length; masked-cookies = the values of the "
+            "cookies the site set (Set-Cookie) are written as ***. The status code is the page's last fetch."
         ),
     }
 

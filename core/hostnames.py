@@ -7,9 +7,12 @@ import re
 from urllib.parse import unquote
 
 import idna
+from publicsuffixlist import PublicSuffixList
 
 # The URL standard's forbidden domain code points: C0 controls, space and # % / : < > ? @ [ \ ] ^ | DEL.
 _FORBIDDEN = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f]")
+# The public suffix list bundled with the package (publicsuffixlist): never downloaded at run time.
+_PUBLIC_SUFFIXES = PublicSuffixList()
 _DIGITS = {8: frozenset("01234567"), 10: frozenset("0123456789"), 16: frozenset("0123456789abcdefABCDEF")}
 
 
@@ -81,3 +84,24 @@ def _ipv4_number(part: str) -> int | None:
     if not digits:
         return 0
     return int(digits, radix) if all(c in _DIGITS[radix] for c in digits) else None
+
+
+def cookie_domain_allowed(domain: str, host: str) -> bool:
+    """Whether a cookie set by `host` with a Domain attribute of `domain` is kept, by browsers'
+    rules (RFC 6265 5.3, 5.1.3): an IP address sets cookies for itself only (not "Domain=.0.0.1"),
+    and no cookie is set for a public suffix ("Domain=.github.io", ".co.uk"; a host that is one
+    itself, "localhost", may name itself)."""
+    domain, host = domain.lstrip(".").lower(), host.lower().rstrip(".")
+    if domain == host:
+        return True
+    if _is_ip(host) or _is_ip(domain) or _ends_in_number(domain):
+        return False
+    return not _PUBLIC_SUFFIXES.is_public(domain)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True

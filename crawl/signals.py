@@ -49,3 +49,10 @@ def project_deleted(sender, instance: Project, **kwargs) -> None:
     from django_celery_beat.models import PeriodicTask
 
     PeriodicTask.objects.filter(name=task_name(instance)).delete()
+
+
+# Sent by the fetch stage when it builds the requests of a project's pages, in the worker (kwargs:
+# project). A receiver (the scrape app, for a spider with a sign() hook) may answer with a function
+# (page, FetchRequest) -> FetchRequest run on each of them just before it is sent; what it raises
+# fails that page.
+request_signer = Signal()

@@ -33,14 +33,15 @@ def kept_secret_key(var_dir: Path) -> str:
     return key
 
 
-def private_file(path: Path) -> None:
+def private_file(path: Path) -> Path:
     """Make path (created empty if missing) readable by this user only: the embedded SQLite database
     holds every project's pages and secrets, and SQLite gives its -wal and -shm files the mode of
-    the database file."""
+    the database file; the log files hold what the workers and the web server met (URLs, errors)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     if path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
         path.chmod(0o600)
+    return path
 
 
 def _create_once(path: Path, text: str) -> None:

@@ -13,6 +13,9 @@ from celery import signals
 
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 LOG_FORMATS = ("plain", "json")
+# Libraries whose INFO lines write whole URLs (a webhook's password, path and query: secrets the
+# one masking rule hides everywhere else, core/masking.py): only their warnings are logged.
+QUIET_LOGGERS = {name: {"level": "WARNING", "propagate": True} for name in ("httpx", "httpcore")}
 
 
 def _pre_chain() -> list:
@@ -44,7 +47,7 @@ def logging_config(*, log_format: str, root_level: str, crawlhub_level: str) -> 
         "formatters": {log_format: formatter},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": log_format}},
         "root": {"handlers": ["console"], "level": root_level},
-        "loggers": {"crawlhub": {"level": crawlhub_level, "propagate": True}},
+        "loggers": {"crawlhub": {"level": crawlhub_level, "propagate": True}, **QUIET_LOGGERS},
     }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from celery import current_app
 from django.conf import settings
 
+from crawlproject.envsafety import private_file
 from crawlproject.queues import STAGE_QUEUES, with_control
 
 log = logging.getLogger("crawlhub.workers")
@@ -65,7 +66,7 @@ class WorkerProcess:
         )
 
     def start(self) -> None:
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.log_file)  # mode 0600, as the database file
         with open(self.log_file, "ab") as out:
             self.process = subprocess.Popen(
                 self.command(),

@@ -1,5 +1,6 @@
 """What a spider asks the crawl to fetch next (pyspider's `self.crawl`): URL, method, headers,
-cookies, body, priority, age, itag, the handler that parses the answer and a little JSON for it.
+cookies, body, priority, age, itag, the handler that parses the answer and a little JSON for it, and
+how to fetch it: proxy, render, timeout, retries and a not-before time.
 
 Pure: no Django, no network. A Request is checked when it is made, so a bad one fails the page
 whose handler made it (with the reason), never the batch. It travels through the frontier as the
@@ -10,14 +11,22 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
+
+from core.net.egress import upstream_of
 
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 MAX_META_BYTES = 4096  # meta is copied onto every row the request makes
 MAX_BODY_BYTES = 65_536
 MAX_ITAG_CHARS = 64
 PRIORITIES = range(-32768, 32768)  # Page.priority is a smallint
+MAX_TIMEOUT_SECONDS = 300.0
+MAX_RETRIES = 20
+# What page_request() keeps as it is (the others are written out by hand).
+_STORED = ("headers", "cookies", "route", "meta", "itag", "proxy")
+_OPTIONAL = ("age", "render", "timeout", "retries")  # kept when not None
 _NO_JSON = object()
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what no header value may carry (tab may)
@@ -32,7 +41,12 @@ class RequestError(ValueError):
 class Request:
     """One request to make. `body` is bytes, str, or made from `data=` (form-encoded) or `json=`;
     it must be UTF-8 text (the row stores it as JSON). `route` (a method name, or the bound method)
-    parses the answer instead of the URL's @route; `meta` reaches it as `response.meta`."""
+    parses the answer instead of the URL's @route; `meta` reaches it as `response.meta`.
+
+    How it is fetched, overriding the project: `proxy` (an http:// proxy URL), `render` (True: in
+    headless Chromium, False: a plain fetch), `timeout` (seconds for the whole answer), `retries`
+    (tries after a transient failure before the page fails) and `not_before` (a datetime, or a
+    delay in seconds: the page is not fetched before then)."""
 
     url: str
     priority: int = 0  # higher is fetched sooner
@@ -47,6 +61,11 @@ class Request:
     itag: str = ""  # a marker: a known page stored with another itag is fetched again
     route: str | Callable | None = None
     meta: dict = field(default_factory=dict)
+    proxy: str = ""
+    render: bool | None = None
+    timeout: float | None = None
+    retries: int | None = None
+    not_before: datetime | float | None = None
 
     def __post_init__(self, data: dict | None, json: Any) -> None:
         self.method = _method(self.method)
@@ -55,21 +74,26 @@ class Request:
         self.priority = _priority(self.priority)
         self.age, self.itag = _age(self.age), _itag(self.itag)
         self.route, self.meta = _route(self.route), _meta(self.meta)
+        self.proxy, self.render = _proxy(self.proxy), _render(self.render)
+        self.timeout, self.retries = _timeout(self.timeout), _retries(self.retries)
+        self.not_before = _not_before(self.not_before)
 
     def page_request(self) -> dict:
         """This request as its frontier row keeps it (Page.request): what differs from a plain GET."""
         stored = {"method": self.method} if self.method != "GET" else {}
         stored |= {"body": self.body.decode()} if self.body is not None else {}
-        stored |= {
-            name: value for name in ("headers", "cookies", "route", "meta", "itag") if (value := getattr(self, name))
-        }
-        return stored | ({"age": self.age} if self.age is not None else {})
+        stored |= {name: value for name in _STORED if (value := getattr(self, name))}
+        stored |= {name: value for name in _OPTIONAL if (value := getattr(self, name)) is not None}
+        return stored | ({"not_before": self.not_before.isoformat()} if self.not_before else {})
 
     @classmethod
     def from_page_request(cls, url: str, stored: dict, priority: int = 0) -> "Request":
         """The request a row was fetched with (its `request` JSON: a seed's or a spider's)."""
-        names = ("method", "headers", "cookies", "age", "itag", "route", "meta")
-        return cls(url, priority, body=stored.get("body") or None, **{n: stored[n] for n in names if n in stored})
+        names = ("method", *_STORED, *_OPTIONAL)
+        fields = {n: stored[n] for n in names if n in stored}
+        if "not_before" in stored:
+            fields["not_before"] = datetime.fromisoformat(stored["not_before"])
+        return cls(url, priority, body=stored.get("body") or None, **fields)
 
 
 Follow = Request  # the first name of it, still the usual one for a plain link
@@ -158,6 +182,52 @@ def _route(route: Any) -> str | None:
     if name is not None and not (isinstance(name, str) and _HANDLER.match(name)):
         raise RequestError(f"route must name a handler method of the spider, not {route!r}")
     return name or None
+
+
+def _proxy(proxy: Any) -> str:
+    """An http:// proxy URL, checked as a project's proxy is (credentials in it are kept)."""
+    if proxy in ("", None):
+        return ""
+    if not isinstance(proxy, str):
+        raise RequestError(f"proxy must be an http:// URL, not {type(proxy).__name__}")
+    try:
+        upstream_of(proxy)
+    except ValueError as exc:
+        raise RequestError(str(exc).replace("a project proxy", "proxy")) from None
+    return proxy.strip()
+
+
+def _render(render: Any) -> bool | None:
+    if render is not None and not isinstance(render, bool):
+        raise RequestError(f"render must be True, False or None (the project's choice), not {render!r}")
+    return render
+
+
+def _timeout(timeout: Any) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        raise RequestError(f"timeout must be seconds, more than 0 and at most {MAX_TIMEOUT_SECONDS:g}, not {timeout!r}")
+    return float(timeout)
+
+
+def _retries(retries: Any) -> int | None:
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or retries not in range(MAX_RETRIES + 1)
+    ):
+        raise RequestError(f"retries must be an int from 0 to {MAX_RETRIES}, not {retries!r}")
+    return retries
+
+
+def _not_before(when: Any) -> datetime | None:
+    """An aware datetime (a naive one is UTC); a number of seconds is that long from now."""
+    if when is None:
+        return None
+    if isinstance(when, datetime):
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
+    if isinstance(when, bool) or not isinstance(when, int | float) or not 0 <= when < 10 * 365 * 86400:
+        raise RequestError(f"not_before must be a datetime or a delay in seconds (0 or more), not {when!r}")
+    return datetime.now(UTC) + timedelta(seconds=when)
 
 
 def _meta(meta: Any) -> dict:

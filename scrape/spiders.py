@@ -306,6 +306,21 @@ def run_spider(spider: Spider, response: Response) -> SpiderResult:
     return result
 
 
+def run_start(spider: Spider) -> SpiderResult:
+    """The requests the spider's start() hook yields (absolute http(s) URLs; none without a hook),
+    and what it logs. Never raises: an error is kept as run_spider keeps a handler's."""
+    modules = {klass.__module__ for klass in type(spider).__mro__ if issubclass(klass, Spider) and klass is not Spider}
+    with handler_log_captured(sorted(modules)) as capture:
+        try:
+            start = getattr(spider, "start", None)
+            result = _collect(start(), "", spider) if callable(start) else SpiderResult()
+        except Exception as exc:
+            capture.add_traceback(traceback.format_exc())
+            result = SpiderResult(error=f"spider_error: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+    result.log = list(capture.lines)
+    return result
+
+
 def _handler(spider: Spider, response: Response) -> Handler | None:
     route = response.request.route
     return spider.handler_named(route) if route else spider.handler_for(response.url)

@@ -20,6 +20,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from core.batchsql import insert_new
+from core.masking import config_secrets, masked_secrets
 from crawl.frontier.leases import lease_expired, lease_release, lease_take
 
 from .kinds import writer_for
@@ -111,7 +112,7 @@ def _claim(sink: Sink) -> tuple[uuid.UUID, str, list[SinkDelivery]]:
 
 def _failed(sink: Sink, token: uuid.UUID, rows: list[SinkDelivery], exc: Exception) -> None:
     attempts = max(r.attempts for r in rows)
-    error = f"{type(exc).__name__}: {exc}"[:2000]
+    error = masked_secrets(f"{type(exc).__name__}: {exc}", config_secrets(sink.config))[:2000]
     log.warning("sink %s (%s) failed on %d records: %s", sink.name, sink.kind, len(rows), error)
     leased = SinkDelivery.objects.filter(lease_token=token, state=LEASED)
     if attempts >= settings.CRAWL_SINK_MAX_ATTEMPTS:

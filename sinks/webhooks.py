@@ -1,7 +1,8 @@
 """The HTTP sink (a webhook on results): each batch is one signed JSON POST to the receiver's URL,
 through the egress gate (core/net/egress.py), so it reaches exactly the addresses the project's fetches
 may reach. Any answer but a 2xx is a refusal: the batch is retried with back-off (delivery.py) and
-the sink shows the answer as its last error.
+the sink shows the answer's status as its last error, with the URL masked (core/masking.py: its
+password, path and query) and without the receiver's reply, which may echo what it was sent.
 
 The body: {"project": slug, "sink": name, "batch": name, "records": [record, ...]}. Every record
 has its stable "key": a batch delivered again after a crash has the same batch name and the same
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.core.exceptions import ValidationError
 
+from core.masking import masked_webhook_url
 from core.net.egress import EGRESS_HEADER, egress_url
 from crawl.policy import allows_private
 
@@ -21,7 +23,6 @@ from .signing import MIN_SECRET_LENGTH, signed_headers
 CONFIG_KEYS = {"url", "secret", "timeout"}
 DEFAULT_TIMEOUT = 30.0
 BATCH_HEADER = "X-Crawlhub-Batch"
-SHOWN_BODY = 300  # characters of a refusal's body kept in the error
 
 
 class ReceiverRefused(Exception):
@@ -45,8 +46,8 @@ class HttpSink:
         if EGRESS_HEADER in answer.headers:
             raise ReceiverRefused(f"not sent: {answer.reason_phrase}")
         if not answer.is_success:
-            text = answer.text[:SHOWN_BODY].strip()
-            raise ReceiverRefused(f"HTTP {answer.status_code} from {self.url}" + (f": {text}" if text else ""))
+            status = f"{answer.status_code} {answer.reason_phrase}".strip()
+            raise ReceiverRefused(f"HTTP {status} from {masked_webhook_url(self.url)}")
 
 
 def http_check(config: dict) -> None:

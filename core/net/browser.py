@@ -177,12 +177,14 @@ class Renderer:
         wait_after_load_ms: int = 500,
         proxy: str = "",
         request: RenderRequest | None = None,
+        private_proxy: bool = True,
     ) -> FetchResponse:
         """Load `url` in a fresh context, wait `wait_after_load_ms` after the load event and return
         the serialised DOM. Never raises: failures come back as error_code/error_message.
 
         Every request goes through a gate of this render's own (see the module docstring), with the
-        project's `proxy` (http://[user:password@]host:port) as its upstream. `timeout` bounds the
+        project's `proxy` (http://[user:password@]host:port) as its upstream (on a private network only
+        when `private_proxy`). `timeout` bounds the
         navigation, redirects included; the watchdog bounds the whole render at timeout + wait +
         watchdog_grace (a browser start, the first time or after a crash, comes on top).
 
@@ -197,7 +199,7 @@ class Renderer:
             check_scheme(url)
             if proxy:
                 _check_proxy(proxy)
-            with gate(allow_private=allow_private, upstream=proxy) as way_out:
+            with gate(allow_private=allow_private, upstream=proxy, private_upstream=private_proxy) as way_out:
                 session.refusals = way_out.refusals
                 self._render_into(response, session, way_out.url, user_agent, timeout, max_bytes, wait_after_load_ms)
         except Exception as exc:

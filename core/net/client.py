@@ -8,6 +8,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import dataclasses
 import email.utils
 import http.cookiejar
 import os
@@ -87,17 +88,21 @@ class EgressRefusal(Exception):
         self.error_code = error_code
 
 
-def make_client(*, allow_private: bool, max_connections: int = 64, proxy: str = "") -> httpx.AsyncClient:
+def make_client(
+    *, allow_private: bool, max_connections: int = 64, proxy: str = "", private_proxy: bool = True
+) -> httpx.AsyncClient:
     """An AsyncClient whose every connection passes the SSRF guard (see netguard).
 
     Direct connections go through aiohttp (core.net.transport, a fraction of httpcore's CPU per page).
     With a project proxy, the client's only proxy is this process's egress gate (core.net.egress),
     reached through httpcore: the gate checks each target as strictly as the direct guard does, then
     goes through the project's proxy to the checked address, with the credentials in its URL.
+    `private_proxy`: whether the proxy may be on a private network (a project's own: yes; one a
+    spider's request names: only where the project allows private addresses).
     """
     ssl_context = httpx.create_ssl_context()
     if proxy:
-        transport = _egress_transport(allow_private, proxy, ssl_context, max_connections)
+        transport = _egress_transport(allow_private, (proxy, private_proxy), ssl_context, max_connections)
     else:
         transport = AiohttpTransport(
             allow_private=allow_private, ssl_context=ssl_context, max_connections=max_connections, keepalive=KEEPALIVE
@@ -118,11 +123,14 @@ def no_cookies() -> http.cookiejar.CookieJar:
     return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
-def _egress_transport(allow_private: bool, proxy: str, ssl_context, max_connections: int) -> httpx.AsyncHTTPTransport:
-    """httpcore's proxy pool towards the egress gate. httpx 0.28 has no network_backend argument, so
-    the transport's pool is replaced (httpx and httpcore are pinned to their minor versions in
-    requirements/base.txt)."""
-    gate = httpx.URL(egress_url(allow_private=allow_private, upstream=proxy))
+def _egress_transport(
+    allow_private: bool, proxy: tuple[str, bool], ssl_context, max_connections: int
+) -> httpx.AsyncHTTPTransport:
+    """httpcore's proxy pool towards the egress gate (`proxy`: its upstream, and whether that may be
+    private). httpx 0.28 has no network_backend argument, so the transport's pool is replaced (httpx
+    and httpcore are pinned to their minor versions in requirements/base.txt)."""
+    upstream, private_upstream = proxy
+    gate = httpx.URL(egress_url(allow_private=allow_private, upstream=upstream, private_upstream=private_upstream))
     transport = httpx.AsyncHTTPTransport()
     transport._pool = httpcore.AsyncHTTPProxy(
         proxy_url=httpcore.URL(scheme=b"http", host=gate.raw_host, port=gate.port, target=b"/"),
@@ -150,6 +158,8 @@ class FetchRequest:
     # Epoch seconds after which it is not sent at all (0: no limit): a request that missed its slot
     # would come closer to the host's next slot, booked by another batch, than the delay allows.
     latest_start: float = 0.0
+    timeout: float | None = None  # seconds for the whole answer, instead of the limits' (connect and read too)
+    client: httpx.AsyncClient | None = None  # instead of the batch's (a proxy of the request's own)
 
 
 @dataclass
@@ -371,14 +381,14 @@ class ClientRunner:
                 self._pid, self._loop, self._clients = os.getpid(), asyncio.new_event_loop(), {}
                 threading.Thread(target=self._loop.run_forever, name="crawlhub-http", daemon=True).start()
 
-    def client(self, *, allow_private: bool, proxy: str = "") -> httpx.AsyncClient:
+    def client(self, *, allow_private: bool, proxy: str = "", private_proxy: bool = True) -> httpx.AsyncClient:
         self._ensure()
-        key = (allow_private, proxy)
+        key = (allow_private, proxy, private_proxy if proxy else True)
         with self._lock:
             if key not in self._clients:
                 on_loop = _running_loop() is self._loop  # a coroutine of this runner's asks: make it here
-                made = make_client(allow_private=allow_private, proxy=proxy) if on_loop else None
-                self._clients[key] = made or self.run(_made(allow_private, proxy))
+                made = make_client(allow_private=allow_private, proxy=proxy, private_proxy=key[2]) if on_loop else None
+                self._clients[key] = made or self.run(_made(*key))
             return self._clients[key]
 
     def run(self, coro):
@@ -404,9 +414,9 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-async def _made(allow_private: bool, proxy: str) -> httpx.AsyncClient:
+async def _made(allow_private: bool, proxy: str, private_proxy: bool) -> httpx.AsyncClient:
     """A client made on the loop that will use it."""
-    return make_client(allow_private=allow_private, proxy=proxy)
+    return make_client(allow_private=allow_private, proxy=proxy, private_proxy=private_proxy)
 
 
 async def _close_all(clients: list[httpx.AsyncClient]) -> None:
@@ -440,10 +450,10 @@ async def fetch_many(
                 )
             send_deadline.set(request.latest_start)  # checked again when the connection is ready to write
             response = await fetch(
-                client,
+                request.client or client,
                 request.url,
                 headers=request.headers,
-                limits=limits,
+                limits=_limits_of(request, limits),
                 method=request.method,
                 body=request.body,
                 target=target,
@@ -454,6 +464,20 @@ async def fetch_many(
             return response
 
     return await asyncio.gather(*(one(r) for r in requests))
+
+
+def _limits_of(request: FetchRequest, limits: FetchLimits) -> FetchLimits:
+    """The batch's limits, or the request's own timeout for the whole answer (and at most that for
+    the connection and each read)."""
+    if request.timeout is None:
+        return limits
+    seconds = request.timeout
+    return dataclasses.replace(
+        limits,
+        total_timeout=seconds,
+        connect_timeout=min(limits.connect_timeout, seconds),
+        read_timeout=min(limits.read_timeout, seconds),
+    )
 
 
 def retry_after_seconds(response: FetchResponse, cap: float = 3600) -> float | None:

@@ -131,8 +131,11 @@ def _authority(address: str, port: int) -> str:
 class Gate:
     """One listener on 127.0.0.1 with one policy; its address is `url` once started."""
 
-    def __init__(self, *, allow_private: bool, upstream: str = ""):
+    def __init__(self, *, allow_private: bool, upstream: str = "", private_upstream: bool = True):
         self.allow_private = allow_private
+        # A project's own proxy may be on a private network; one a spider names (Request(proxy=)) only
+        # where the project allows private addresses.
+        self.private_upstream = private_upstream
         self.upstream, self.upstream_problem = None, ""
         try:
             self.upstream = upstream_of(upstream) if upstream else None
@@ -190,7 +193,7 @@ class Gate:
             reader, writer = await _connect(address, request.port, f"{request.host}:{request.port}")
         else:
             # The project's proxy is trusted with private addresses, never with metadata or our servers.
-            proxy_address = await _checked_address(upstream.host, upstream.port, allow_private=True)
+            proxy_address = await _checked_address(upstream.host, upstream.port, allow_private=self.private_upstream)
             reader, writer = await _connect(proxy_address, upstream.port, f"the proxy {upstream.host}")
             if request.tunnel:
                 await _upstream_tunnel(reader, writer, upstream, _authority(address, request.port))
@@ -296,7 +299,7 @@ class _EgressThread:
     def __init__(self):
         self._pid = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._shared: dict[tuple[bool, str], Gate] = {}
+        self._shared: dict[tuple[bool, str, bool], Gate] = {}
         self._lock = threading.Lock()
 
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -310,13 +313,13 @@ class _EgressThread:
     def call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop()).result(timeout=30)
 
-    def shared(self, allow_private: bool, upstream: str) -> Gate:
+    def shared(self, allow_private: bool, upstream: str, private_upstream: bool = True) -> Gate:
         loop = self.loop()
-        key = (allow_private, upstream)
+        key = (allow_private, upstream, private_upstream)
         with self._lock:
             gate = self._shared.get(key)
         if gate is None:
-            gate = Gate(allow_private=allow_private, upstream=upstream)
+            gate = Gate(allow_private=allow_private, upstream=upstream, private_upstream=private_upstream)
             asyncio.run_coroutine_threadsafe(gate.start(), loop).result(timeout=30)
             with self._lock:
                 gate = self._shared.setdefault(key, gate)
@@ -326,15 +329,15 @@ class _EgressThread:
 _thread = _EgressThread()
 
 
-def egress_url(*, allow_private: bool, upstream: str = "") -> str:
+def egress_url(*, allow_private: bool, upstream: str = "", private_upstream: bool = True) -> str:
     """The address of this process's long-lived gate for the policy (the page fetcher's proxy)."""
-    return _thread.shared(allow_private, upstream).url
+    return _thread.shared(allow_private, upstream, private_upstream).url
 
 
 @contextmanager
-def gate(*, allow_private: bool, upstream: str = "") -> Iterator[Gate]:
+def gate(*, allow_private: bool, upstream: str = "", private_upstream: bool = True) -> Iterator[Gate]:
     """A gate of its own for one call (a yt-dlp run, a render), so its refusals are the call's."""
-    own = Gate(allow_private=allow_private, upstream=upstream)
+    own = Gate(allow_private=allow_private, upstream=upstream, private_upstream=private_upstream)
     _thread.call(own.start())
     try:
         yield own

@@ -3,7 +3,7 @@ published to the fetch stage after the commit, highest priority first."""
 
 import time
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Count, F
@@ -76,7 +76,7 @@ def _publish_new(project: Project, rows: list[Page]) -> list[int]:
     ids = [r.id for r in rows]
     if project.status != Project.Status.ACTIVE:
         return ids
-    rendered = set(ids) if project.render_js else set()
+    rendered = {r.id for r in rows if stages.page_renders(project.render_js, r.request)}
     stages.after_commit(stages.publish_fetch, ids, {r.id: r.host for r in rows}, rendered)
     return ids
 
@@ -151,8 +151,10 @@ def _link_of(project_id: int, link: Link) -> tuple[int | None, str | None, str |
 
 
 def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -> Page:
+    """A new row for the link; a request's `not_before` is its first due time."""
     now = timezone.now()
-    fields = {"next_fetch_at": now, "enqueued_at": now, "request": link.request} | extra
+    due = max(now, not_before(link.request) or now)
+    fields = {"next_fetch_at": due, "enqueued_at": now, "request": link.request} | extra
     return Page(
         project=project,
         url=canonical,
@@ -166,6 +168,15 @@ def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -
         priority=link.priority,
         **fields,
     )
+
+
+def not_before(request: dict) -> datetime | None:
+    """The time a request's `not_before` names (an ISO 8601 string in the row's JSON), if any."""
+    value = request.get("not_before")
+    try:
+        return datetime.fromisoformat(value) if value else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _as_linked(url: str, canonical: str) -> str:
@@ -272,6 +283,31 @@ def seeds_enqueue(project: Project) -> list[int]:
         new_rows_failed = 0
     pages_counted(project, len(new_rows) + new_rows_failed)
     return _publish_new(project, new_rows)
+
+
+def requests_enqueue(project: Project, links: list[Link]) -> list[int]:
+    """Put a spider's start requests in the frontier as seeds (the scope does not apply to them, it
+    does to what they lead to), once per request key; a known done page whose link has an itag or
+    an age is queued again as discovery does. Published after the commit; returns the new rows' ids."""
+    rows: dict[str, Page] = {}
+    revisiting: dict[str, Link] = {}
+    for link in links:
+        try:
+            canonical = canonicalize(link.url)
+        except InvalidURL:
+            continue
+        key = request_key(canonical, link.method, link.body)
+        rows.setdefault(key, _new_page(project, canonical, key, link, is_seed=True))
+        if link.revisits_known:
+            revisiting.setdefault(key, link)
+    if project.max_pages is not None:
+        project_page_count(project, lock=True)
+    kept = [rows[key] for key in sorted(rows)]
+    insert_new_ids(Page, kept, conflict_fields=("project", "url_key"))
+    new = [row for row in kept if row.id is not None]
+    pages_counted(project, len(new))
+    _revisit_known(project, {k: link for k, link in revisiting.items() if rows[k].id is None})
+    return _publish_new(project, new)
 
 
 def seed_request(seed) -> dict:

@@ -27,6 +27,7 @@ from crawl.models import Page, PageContent, Project
 from . import stages
 from .fair import fair_rows, project_weights
 from .leases import lease_claim, lease_finish, lease_holder
+from .stages import stage_rows
 from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at, retry_later_at
 from .wakeups import waiting_until, wakeups_group
 
@@ -47,17 +48,27 @@ def pages_ready(*, limit: int, render: bool, due) -> list[tuple[int, int, str]]:
     different pages. A project whose fetched pages wait for extraction beyond EXTRACT_BACKLOG
     batches fetches nothing more until they are extracted: its extract messages stay few, so
     another project's pages are never extracted behind a long queue of its own. Each project's
-    share is one probe of the page_ready index: the cost follows the batch and the number of
-    projects, not the size of the frontier."""
-    return fair_rows(_fetching_project_ids(render), limit, lambda p, offset, count: _due_rows(p, due, offset, count))
+    share is one probe of the page_ready index (of page_ready_override for the pages of another
+    stage's project that ask for this one, Request(render=)): the cost follows the batch and the
+    number of projects, not the size of the frontier."""
+    projects = _stage_projects(render)
+    weights = {project_id: weight for project_id, (weight, _) in projects.items()}
+    # A page whose request says not_before is taken once due, not `due`'s moment early.
+    on_time = Q(next_fetch_at__lte=timezone.now()) | ~Q(request__has_key="not_before")
+
+    def rows_of(project_id: int, offset: int, count: int) -> list:
+        stage = stage_rows(render, project_renders=projects[project_id][1]) & on_time
+        return _due_rows(project_id, due, offset, count, stage)
+
+    return fair_rows(weights, limit, rows_of)
 
 
-def _fetching_project_ids(render: bool) -> dict[int, int]:
-    """{project id: weight} of the active projects of the stage whose fetching is not paused for
-    their extract backlog. The backlogged projects are counted again at most every BACKLOG_SECONDS
-    in a process (a fetch session asks at every round), or after backlog_recount()."""
-    backlogged, active = _backlogged(), project_weights(status=Project.Status.ACTIVE, render_js=render)
-    return {project_id: weight for project_id, weight in active.items() if project_id not in backlogged}
+def _stage_projects(render: bool) -> dict[int, tuple[int, bool]]:
+    """{project id: (weight, renders)} of the active projects whose fetching is not paused for their
+    extract backlog: those of the stage, and the others, whose spiders' requests may ask for it."""
+    backlogged = _backlogged()
+    rows = Project.objects.filter(status=Project.Status.ACTIVE).order_by("id").values_list("id", "weight", "render_js")
+    return {pid: (max(1, weight), renders) for pid, weight, renders in rows if pid not in backlogged}
 
 
 BACKLOG_SECONDS = 1.0
@@ -84,14 +95,14 @@ def pages_fetch_resumes(project: Project) -> None:
     """An extract batch of the project is written: if its backlog no longer pauses its fetching, its
     stage wakes for the due pages (a wake-up already on its way serves)."""
     backlog_recount()
-    fetching = _fetching_project_ids(project.render_js)
+    fetching = _stage_projects(project.render_js)
     if project.id in fetching:
         pages_wake_when_due(render=project.render_js, early=0.0, least=0.0, projects=fetching)
 
 
-def _due_rows(project_id: int, due, offset: int, count: int) -> list[tuple[int, int, str]]:
+def _due_rows(project_id: int, due, offset: int, count: int, stage: Q) -> list[tuple[int, int, str]]:
     rows = Page.objects.select_for_update(skip_locked=True, of=("self",)).filter(
-        project_id=project_id, state=QUEUED, suspect=False, next_fetch_at__lte=due
+        stage, project_id=project_id, state=QUEUED, suspect=False, next_fetch_at__lte=due
     )
     ordered = rows.order_by("-priority", "next_fetch_at").values_list("id", "project_id", "host")
     return list(ordered[offset : offset + count])
@@ -101,8 +112,8 @@ def pages_next_due(*, render: bool, projects: Iterable[int] | None = None):
     """When the earliest queued page of the stage's active projects (or of `projects`) is due (None:
     none waits). A project paused for its extract backlog waits for its extraction, which wakes the
     stage."""
-    projects = _fetching_project_ids(render) if projects is None else projects
-    waiting = Page.objects.filter(state=QUEUED, suspect=False, project_id__in=list(projects))
+    projects = list(_stage_projects(render) if projects is None else projects)
+    waiting = Page.objects.filter(stage_rows(render), state=QUEUED, suspect=False, project_id__in=projects)
     return waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
 
 
@@ -265,8 +276,9 @@ def _columns(page: Page, verdict: Verdict, now) -> dict:
         wait = waiting_until(verdict.until, now)
         return verdict.fields | error | wait | {"state": QUEUED, "attempts": F("attempts") - 1}
     if isinstance(verdict, Retry):
-        due = retry_at(page.attempts, now)
-        if due is None and page_never_given_up(page):
+        retries = page.request.get("retries")  # a spider's Request(retries=): its own cap
+        due = retry_at(page.attempts, now, cap=None if retries is None else retries + 1)
+        if due is None and retries is None and page_never_given_up(page):
             due = retry_later_at(page.attempts, now)
         if due is not None:
             return verdict.fields | error | waiting_until(due, now) | {"state": QUEUED}
@@ -287,7 +299,7 @@ def page_never_given_up(page: Page) -> bool:
 
 def _publish_wakeups(rows: list[tuple[Page, dict]], now) -> None:
     hosts = {p.id: p.host for p, _ in rows}
-    rendered = {p.id for p, _ in rows if p.project.render_js}
+    rendered = {p.id for p, _ in rows if stages.page_renders(p.project.render_js, p.request)}
     for countdown, ids in wakeups_group([(p.id, c["next_fetch_at"]) for p, c in rows], now).items():
         stages.after_commit(stages.publish_fetch, ids, hosts, rendered, countdown=countdown)
 

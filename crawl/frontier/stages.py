@@ -12,6 +12,7 @@ from datetime import timedelta
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core.batchsql import chunked
@@ -24,6 +25,22 @@ PAGE_STAGE_OF_STATE = {"queued": FETCH, "leased": FETCH, "fetched": EXTRACT, "ex
 ASSET_STAGE_OF_STATE = {"queued": DOWNLOAD, "leased": DOWNLOAD}
 PAGE_PENDING_STATES = tuple(PAGE_STAGE_OF_STATE)
 ASSET_PENDING_STATES = tuple(ASSET_STAGE_OF_STATE)
+
+
+def page_renders(project_renders: bool, request: dict) -> bool:
+    """Whether a page goes to the render stage: its request's `render` (a spider's Request(render=)),
+    else its project's render_js."""
+    own = request.get("render") if request else None
+    return project_renders if own is None else bool(own)
+
+
+def stage_rows(render: bool, *, project_renders: bool | None = None) -> Q:
+    """The pages owed to the render stage (`render`) or to the fetch stage: their request's choice,
+    else their project's (`project_renders` when the caller knows it: one project's rows)."""
+    own = Q(request__has_key="render") & Q(request__render=render)
+    if project_renders is None:
+        return own | (~Q(request__has_key="render") & Q(project__render_js=render))
+    return (~Q(request__has_key="render") | own) if project_renders == render else own
 
 
 def _send(stage: str, ids: list[int], batch: int, countdown: float) -> None:
@@ -53,7 +70,7 @@ def publish_fetch(
     if rendered is None:
         from crawl.models import Page
 
-        rendered = set(Page.objects.filter(id__in=page_ids, project__render_js=True).values_list("id", flat=True))
+        rendered = set(Page.objects.filter(stage_rows(True), id__in=page_ids).values_list("id", flat=True))
     render_ids = [pid for pid in page_ids if pid in rendered]
     plain_ids = [pid for pid in page_ids if pid not in rendered]
     if batch == 1:

@@ -127,10 +127,11 @@ def retry_later_at(attempts: int, now: datetime) -> datetime:
     return now + timedelta(seconds=seconds)
 
 
-def retry_at(attempts: int, now: datetime) -> datetime | None:
+def retry_at(attempts: int, now: datetime, *, cap: int | None = None) -> datetime | None:
     """The one retry policy of pages and assets: after `attempts` tries, when to try again (base *
-    2^(attempts-1) seconds, at most an hour), or None when the attempts are used up."""
-    if attempts >= settings.CRAWL_MAX_ATTEMPTS:
+    2^(attempts-1) seconds, at most an hour), or None when the attempts (`cap`, else
+    CRAWL_MAX_ATTEMPTS) are used up."""
+    if attempts >= (settings.CRAWL_MAX_ATTEMPTS if cap is None else cap):
         return None
     seconds = min(3600.0, settings.CRAWL_RETRY_BASE_SECONDS * 2 ** max(0, attempts - 1))
     return now + timedelta(seconds=seconds)

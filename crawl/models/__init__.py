@@ -425,6 +425,11 @@ class Page(models.Model):
                 name="page_ready",
                 condition=Q(state="queued", suspect=False),
             ),
+            models.Index(  # the other stage's claim: pages whose request chose render (or not) themselves
+                fields=["project", "-priority", "next_fetch_at"],
+                name="page_ready_override",
+                condition=Q(state="queued", suspect=False, request__has_key="render"),
+            ),
             models.Index(  # the extract stage's claim: a project's fetched pages nobody holds, by priority
                 fields=["project", "-priority", "id"],
                 name="page_extract_ready",

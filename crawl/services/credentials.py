@@ -16,7 +16,11 @@ def secrets_go_to(url: str, domains: tuple[str, ...]) -> bool:
 
 
 def holds_secrets(project: Project) -> bool:
-    return bool(project.cookies or project.request_headers or project.proxy)
+    """Whether the project has secrets bound to its sites: its cookies, request headers or proxy, or
+    a session (the cookies its sites set, a login's among them)."""
+    if project.cookies or project.request_headers or project.proxy:
+        return True
+    return project.pk is not None and project.session_cookies.exists()
 
 
 def project_secrets_for(project: Project, url: str) -> tuple[dict, dict]:
@@ -42,5 +46,6 @@ def secrets_refusal(project: Project, url: str) -> str | None:
         return None
     return (
         f"{host_of(url) or url} is not one of this project's sites, and the project holds cookies, request "
-        "headers or a proxy: fetching it for this project needs the console.change_network_settings permission."
+        "headers, a proxy or a session: fetching it for this project needs the console.change_network_settings "
+        "permission."
     )

@@ -36,7 +36,7 @@ from crawl.frontier.pages import (
     pages_wake_when_due,
 )
 from crawl.frontier.stages import FETCH, RENDER, job_scope, wake_stage
-from crawl.frontier.verdicts import Fetched, Postpone, retry_or_fail
+from crawl.frontier.verdicts import Fail, Fetched, Postpone, retry_or_fail
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
 from crawl.policy import allows_private, fetch_limits, user_agent_of
@@ -45,6 +45,7 @@ from crawl.services.outcomes import outcome
 from crawl.services.politeness import (
     GRANT_AHEAD_SECONDS,
     SLOT_MARGIN,
+    HostGrant,
     host_back_off,
     hosts_answered,
     hosts_grant,
@@ -55,6 +56,7 @@ from crawl.services.politeness import (
 )
 from crawl.services.projects import sitemaps_offer
 from crawl.services.rendering import render_page
+from crawl.services.request_options import Signer, SignError, page_client, page_proxy, signed, signer_of
 from crawl.services.robots_cache import robots_policies
 from crawl.services.sessions import Session, request_cookies, session_load, session_save
 from crawlproject.queues import STAGES
@@ -112,14 +114,15 @@ def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "",
     projects = Project.objects.in_bulk({project_id for _, project_id, _ in candidates})
     wanted = Counter((host, project_id) for _, project_id, host in candidates)
     grants = hosts_grant(wanted=wanted, projects=projects, token=token, ahead=ahead)
-    now_ids, waits, taken = [], {}, Counter()
+    now_ids, waiting, taken = [], [], Counter()
     for page_id, project_id, host in candidates:
         grant, index = grants[(host, project_id)], taken[(host, project_id)]
         taken[(host, project_id)] += 1
         if grant.refused or index < grant.granted:
             now_ids.append(page_id)
         elif grant.later is not None:
-            waits[page_id] = grant.waits(index - grant.granted + 1)[-1]
+            waiting.append((page_id, grant))
+    waits = _wait_slots(waiting)
     pages_wait(waits)
     if page_ids:  # the reaper's pages go alone, by id: each not taken now is sent again for later
         later = {page_id for page_id, _, _ in candidates} - set(now_ids)
@@ -131,6 +134,24 @@ def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "",
         )
     _, pages = pages_claim_for_fetch(now_ids, due=due, token=token, worker=worker)
     return token, pages, grants, len(candidates) >= limit
+
+
+def _wait_slots(waiting: list[tuple[int, HostGrant]]) -> dict[int, datetime]:
+    """When each page that waits for its host starts. A page of positive priority takes its host's
+    next free slot, ahead of the pages already waiting there (a page whose slot it takes is given
+    the host's last one when both come due: the claim then takes the higher priority first); the
+    others queue behind the pages already waiting."""
+    ids = [page_id for page_id, _ in waiting]
+    urgent = set(Page.objects.filter(id__in=ids, priority__gt=0).values_list("id", flat=True)) if ids else set()
+    ahead, behind, starts = Counter(), Counter(), {}
+    for page_id, grant in waiting:
+        if page_id in urgent:
+            starts[page_id] = grant.free_slot(ahead[grant.host])
+            ahead[grant.host] += 1
+        else:
+            starts[page_id] = grant.waits(behind[grant.host] + 1)[-1]
+            behind[grant.host] += 1
+    return starts
 
 
 @dataclass
@@ -175,7 +196,8 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
             else:
                 verdicts.append((page, retry_or_fail(code, text, {"fetched_by": worker})))
         session = session_load(project) if allowed else None
-        parts, blocked = _parts(project, allowed, grants, learned, session)
+        signer = signer_of(project) if allowed else None
+        parts, blocked = _parts(project, allowed, grants, learned, session, signer)
         fetch_round.parts += parts
         verdicts += blocked
     for job, job_verdicts in _by_job(verdicts).items():
@@ -199,6 +221,8 @@ def round_start(fetch_round: FetchRound, render: bool) -> list[tuple[FetchPart, 
             future.set_result(_render_all(part))
         else:
             client = runner.client(allow_private=allows_private(part.project), proxy=part.project.proxy)
+            for page, request in zip(part.pages, part.requests, strict=True):
+                request.client = page_client(part.project, page)  # a proxy of the request's own
             future = runner.submit(
                 fetch_many(
                     client,
@@ -304,9 +328,16 @@ def _render_all(part: FetchPart) -> list[FetchResponse]:
     responses = []
     for page, request in zip(part.pages, part.requests, strict=True):
         time.sleep(max(0.0, request.start_at - time.time()))
-        rendered = render_request(project, page, part.session)
+        rendered = render_request(project, page, part.session, built=request)
+        proxy, private_proxy = page_proxy(project, page)
         response = render_page(
-            request.url, allow_private=private, user_agent=agent, proxy=project.proxy, request=rendered
+            request.url,
+            allow_private=private,
+            user_agent=agent,
+            proxy=proxy,
+            private_proxy=private_proxy,
+            request=rendered,
+            timeout=request.timeout,
         )
         if part.session is not None:
             configured = [c for c in rendered.cookies if c not in rendered.session_cookies]
@@ -315,11 +346,13 @@ def _render_all(part: FetchPart) -> list[FetchResponse]:
     return responses
 
 
-def render_request(project: Project, page: Page, session: Session | None = None) -> RenderRequest:
-    """What build_request sends, for Chromium: the cookies (the project's, the session's and the
-    row's own) go into the browser, whose cookie rules send them; the rest goes with the page's
-    first request."""
-    fetch_request = build_request(project, page)
+def render_request(
+    project: Project, page: Page, session: Session | None = None, *, built: FetchRequest | None = None
+) -> RenderRequest:
+    """What build_request sends (or `built`, the request the round built and signed), for Chromium:
+    the cookies (the project's, the session's and the row's own) go into the browser, whose cookie
+    rules send them; the rest goes with the page's first request."""
+    fetch_request = built or build_request(project, page)
     headers = {k: v for k, v in fetch_request.headers.items() if k.lower() not in ("cookie", "user-agent")}
     own_cookies = project_secrets_for(project, page.url)[1] | page.request.get("cookies", {})
     session_cookies = session.browser_cookies(page.url) if session is not None else []
@@ -363,11 +396,12 @@ def _offer_sitemaps(project: Project, policies: dict) -> None:
 
 
 def _parts(
-    project: Project, pages: list[Page], grants: dict, learned: dict, session: Session | None
+    project: Project, pages: list[Page], grants: dict, learned: dict, session: Session | None, signer: Signer | None
 ) -> tuple[list[FetchPart], list]:
-    """The pages sent now, per host, with their requests (each at its slot), and the verdicts of
-    pages whose host is blocked. A host's first request, granted before its Crawl-delay was known
-    (`learned`), must start before the slot the delay was counted from."""
+    """The pages sent now, per host, with their requests (each at its slot, signed by `signer` when
+    the project has one), and the verdicts of pages whose host is blocked or whose signing failed.
+    A host's first request, granted before its Crawl-delay was known (`learned`), must start before
+    the slot the delay was counted from."""
     parts: dict[str, FetchPart] = {}
     blocked = []
     for page in pages:
@@ -379,6 +413,12 @@ def _parts(
             page.host, FetchPart(project=project, host=page.host, in_flight=grant.in_flight, session=session)
         )
         request = build_request(project, page, start_at=grant.slot(len(part.pages)), session=session)
+        if signer is not None:
+            try:
+                request = signed(signer, page, request)
+            except SignError as exc:
+                blocked.append((page, Fail("spider_error", str(exc)[:2000])))
+                continue
         if grant.spacing:
             request.latest_start = request.start_at + LATE_SECONDS
         elif page.host in learned:
@@ -412,6 +452,7 @@ def build_request(
         headers=headers,
         body=body.encode() if body else None,
         start_at=start_at,
+        timeout=page.request.get("timeout"),
     )
 
 

@@ -56,6 +56,13 @@ class HostGrant:
     def slot(self, index: int) -> float:
         return self.start_at.timestamp() + index * self.spacing
 
+    def free_slot(self, index: int) -> datetime:
+        """The host's `index`-th free slot after this claim's, before the pages already waiting
+        there (for a page of higher priority than theirs)."""
+        if not self.spacing or self.later is None:
+            return self.later or self.start_at
+        return self.start_at + timedelta(seconds=(self.granted + index) * self.spacing)
+
     def waits(self, count: int) -> list[datetime]:
         """Start times for `count` pages that wait: the host's next free slots, in order."""
         if self.later is None:

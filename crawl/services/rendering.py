@@ -19,11 +19,19 @@ _THREAD: tuple[int, queue.Queue] | None = None
 
 
 def render_page(
-    url: str, *, allow_private: bool, user_agent: str, proxy: str, request: RenderRequest | None = None
+    url: str,
+    *,
+    allow_private: bool,
+    user_agent: str,
+    proxy: str,
+    request: RenderRequest | None = None,
+    private_proxy: bool = True,
+    timeout: float | None = None,
 ) -> FetchResponse:
     """Render one page in this process's browser thread (started on first use, after fork too); every
-    request of the page goes out through an egress gate, `proxy` (the project's, or "") its upstream.
-    `request`: the page's method, body, headers and cookies (a plain GET without)."""
+    request of the page goes out through an egress gate, `proxy` (the project's, or "") its upstream
+    (on a private network only when `private_proxy`). `request`: the page's method, body, headers and
+    cookies (a plain GET without); `timeout`: seconds instead of CRAWL_RENDER_TIMEOUT."""
     future: Future = Future()
     _jobs().put(
         (
@@ -33,7 +41,8 @@ def render_page(
                 "allow_private": allow_private,
                 "user_agent": user_agent,
                 "proxy": proxy,
-                "timeout": settings.CRAWL_RENDER_TIMEOUT,
+                "private_proxy": private_proxy,
+                "timeout": timeout or settings.CRAWL_RENDER_TIMEOUT,
                 "max_bytes": settings.CRAWL_MAX_BODY_BYTES,
                 "request": request,
             },

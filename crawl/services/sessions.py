@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.canonical import host_in_domains
+from core.hostnames import cookie_domain_allowed
 from crawl.models import Project, SessionCookie
 from crawl.policy import project_scope
 
@@ -27,10 +28,19 @@ CookieKey = tuple[str, str, str]  # (domain, path, name), as http.cookiejar keys
 LATEST = datetime(9999, 1, 1, tzinfo=UTC).timestamp()  # a later expiry (Max-Age=1e30) is kept as this
 
 
-def _browser_policy() -> http.cookiejar.DefaultCookiePolicy:
+class _BrowserPolicy(http.cookiejar.DefaultCookiePolicy):
     """Browsers' rules: a cookie set without Domain goes back to its own host only (the default
-    policy would also send it to subdomains)."""
-    return http.cookiejar.DefaultCookiePolicy(strict_ns_domain=http.cookiejar.DefaultCookiePolicy.DomainStrictNonDomain)
+    policy would also send it to subdomains), and one whose Domain is a public suffix or part of an
+    IP address is refused (the default policy keeps "Domain=.github.io" and "Domain=.0.0.1")."""
+
+    def __init__(self):
+        super().__init__(strict_ns_domain=http.cookiejar.DefaultCookiePolicy.DomainStrictNonDomain)
+
+    def set_ok_domain(self, cookie: http.cookiejar.Cookie, request) -> bool:
+        if not super().set_ok_domain(cookie, request):
+            return False
+        host = http.cookiejar.request_host(request)
+        return not cookie.domain_specified or cookie_domain_allowed(cookie.domain, host)
 
 
 class _Answer:
@@ -52,7 +62,7 @@ class Session:
 
     project: Project
     enabled: bool
-    jar: http.cookiejar.CookieJar = field(default_factory=lambda: http.cookiejar.CookieJar(policy=_browser_policy()))
+    jar: http.cookiejar.CookieJar = field(default_factory=lambda: http.cookiejar.CookieJar(policy=_BrowserPolicy()))
     loaded: dict[CookieKey, tuple] = field(default_factory=dict)
     touched: bool = False  # an answer brought cookies: session_save has something to compare
 

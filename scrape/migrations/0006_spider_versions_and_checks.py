@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawl', '0016_project_spider_version'),
+        ('crawl', '0017_project_spider_version'),
         ('scrape', '0005_sinks_to_own_app'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

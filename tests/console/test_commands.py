@@ -218,3 +218,17 @@ def test_requeue_state_done_refetches_finished_pages_only(finished):
     assert after["http://a.test/e1"] == "failed" and after["http://a.test/pending"] == "fetched"
     with pytest.raises(CommandError):
         manage("requeue", "again", "--failed", "--state", "done")
+
+
+@pytest.mark.django_db
+def test_sinks_prints_a_sinks_secrets_masked_as_the_api_does():
+    """Issue 47, point 4: the signing secret is write-only in the command's output too."""
+    from sinks.models import Sink
+
+    project = project_get_or_create(name="sinkshow")
+    config = {"url": "https://hook:pw-s3cret@receiver.test/hook/path-s3cret", "secret": "signing-s3cret" * 3}
+    Sink.objects.create(project=project, name="hook", kind="http", config=config)
+    out = io.StringIO()
+    call_command("sinks", "sinkshow", stdout=out)
+    assert '"secret": "***"' in out.getvalue() and "https://hook:***@receiver.test/***" in out.getvalue()
+    assert "s3cret" not in out.getvalue()

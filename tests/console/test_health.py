@@ -192,3 +192,29 @@ def test_metrics_carry_the_health_figures(project, admin_client, monkeypatch):
     assert 'crawlhub_health_field_coverage{field="price",project="watched",rule_set="rule:products"} 0.5' in text
     assert 'crawlhub_health_items_per_page{project="watched",rule_set="rule:products"} 1.0' in text
     assert 'crawlhub_health_status{project="watched"} 0.0' in text
+
+
+def test_a_refused_notification_keeps_none_of_its_targets_secrets_in_the_alert_or_the_log(project, caplog):
+    """Issue 47, point 2: Apprise's privacy URL keeps custom headers (+), payload extras (:) and form
+    fields (-); the alert's error and the worker log keep none of them, nor the password or path."""
+    from console.health_models import NotificationTarget
+    from console.models import Job
+    from console.notify import alerts_announce
+    from tests.servers import Site, SiteServer
+
+    secrets = ("pw-s3cret", "path-s3cret", "hdr-s3cret", "extra-s3cret", "form-s3cret")
+    with SiteServer(Site(default=(500, {"Content-Type": "text/plain"}, b"refused"))) as receiver:
+        host = receiver.url.removeprefix("http://")
+        url = (
+            f"json://me:pw-s3cret@{host}/hook/path-s3cret"
+            "?+Authorization=Bearer%20hdr-s3cret&:key=extra-s3cret&-field=form-s3cret"
+        )
+        NotificationTarget.objects.create(project=project, name="hook", url=url)
+        Job.objects.create(project=project, trigger="admin", state="failed", finished_at=T0)
+        run(project, "job_failed", T0)
+        caplog.set_level("INFO")
+        assert alerts_announce(now=T0) == 1
+        assert receiver.requests, "the target was tried"
+    error = Alert.objects.get(project=project).notify_error
+    assert f"json://me:***@{host}/***" in error
+    assert not [s for s in secrets if s in error or s in caplog.text]

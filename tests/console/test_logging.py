@@ -132,3 +132,29 @@ def test_it_keeps_plain_lines_by_default(settings):
     line = formatter("plain").format(record("lease lost for page %s", 42))
     assert line.endswith(" WARNING crawlhub.fetch lease lost for page 42")
     assert TEXT_RECORD.match(line)
+
+
+def test_log_files_are_readable_by_their_user_only(tmp_path, settings):
+    """Issue 47, point 7: the workers' and the web server's log files are mode 0600, as the database
+    file is, even when they existed with a wider mode."""
+    from console.management.commands.serve import Command as Serve
+    from crawlproject.processes import WorkerProcess
+
+    class Quick(WorkerProcess):
+        def command(self) -> list[str]:
+            return [sys.executable, "-c", "print('a line a worker logged')"]
+
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "serve-web.log").write_text("an older line\n")
+    os.chmod(tmp_path / "log" / "serve-web.log", 0o644)
+    worker = Quick(queues="fetch", name="quick", concurrency=1, log_file=tmp_path / "log" / "worker.log")
+    worker.start()
+    web = Serve()._spawn("web", [sys.executable, "-c", "print('a line the web server logged')"])
+    assert worker.process.wait(30) == 0 and web.wait(30) == 0
+    logs = sorted(p.name for p in (tmp_path / "log").iterdir())
+    assert logs == ["serve-web.log", "web-access.log", "worker.log"]
+    assert {name: oct((tmp_path / "log" / name).stat().st_mode & 0o777) for name in logs} == dict.fromkeys(
+        logs, "0o600"
+    )
+    assert "a line a worker logged" in (tmp_path / "log" / "worker.log").read_text()

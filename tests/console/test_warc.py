@@ -1,5 +1,6 @@
 """WARC export: read back with warcio (digests checked), record by record against the stored rows."""
 
+import gzip
 import io
 import subprocess
 import sys
@@ -85,8 +86,23 @@ def test_it_writes_a_warcinfo_then_a_response_and_a_reconstructed_request_per_st
     assert request.http.headers == [("Host", "a.test"), ("User-Agent", "warc-bot/1.0")]
 
     assert (api_response.http.statusline, api_response.payload) == ("201 Created", b'{"ok": true}')
-    assert (api_request.http.protocol, api_request.payload) == ("POST", b'{"q": 1}')
+    assert (api_request.http.protocol, api_request.payload) == ("POST", b"***"), "a body is masked"
     assert api_request.http.get_header("X-Api-Key") is None, "seed headers may hold credentials"
+
+
+def test_it_masks_a_seeds_post_body_and_the_cookies_the_site_set(db, tmp_path):
+    """Issue 47, point 1: the WARC masks what the API masks."""
+    project = project_get_or_create(name="warcsecret")
+    login = {"method": "POST", "body": "user=me&password=body-s3cret"}
+    cookies = {"content-type": "text/html", "set-cookie": "sid=cookie-s3cret; Path=/; HttpOnly, lang=en-s3cret"}
+    stored_page(project, "/login", b"welcome", cookies, status_code=200, request=login)
+    out = tmp_path / "secret.warc.gz"
+    call_command("export", "warcsecret", "--format", "warc", "--output", str(out), stderr=io.StringIO())
+    _, response, request = read_warc(out.open("rb"))
+    assert request.payload == b"***" and request.http.get_header("Content-Length") == "3"
+    assert response.http.get_header("Set-Cookie") == "sid=***; Path=/; HttpOnly, lang=***"
+    assert "masked-cookies" in response.warc.get_header("WARC-Crawlhub-Reconstructed")
+    assert b"s3cret" not in gzip.decompress(out.read_bytes())
 
 
 def test_it_refuses_a_warc_of_anything_but_pages(db, tmp_path):

@@ -118,3 +118,39 @@ def test_the_admin_shows_the_session_masked_and_forgets_it(admin_client):
         "/admin/crawl/project/", {"action": "forget_session", "_selected_action": [str(project.id)]}, follow=True
     )
     assert not SessionCookie.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "set_cookie"),
+    [
+        ("http://x.github.io/", "sid=1; Domain=.github.io; Path=/"),
+        ("http://127.0.0.1/", "sid=1; Domain=.0.0.1; Path=/"),
+        ("http://127.0.0.1/", "sid=1; Domain=0.1; Path=/"),
+        ("http://shop.co.uk/", "sid=1; Domain=co.uk; Path=/"),
+    ],
+)
+def test_a_cookie_for_a_public_suffix_or_part_of_an_ip_address_is_refused(url, set_cookie):
+    """Issue 47, point 6: browsers refuse such a Domain (the public suffix list, bundled with the
+    publicsuffixlist package); the site's own domain is kept."""
+    project = Project.objects.create(name="psl", slug="psl", allowed_domains="github.io\nco.uk\n127.0.0.1")
+    session = session_load(project)
+    session.keep(url, [set_cookie, "own=1; Path=/"])
+    session_save(session)
+    assert list(SessionCookie.objects.values_list("name", flat=True)) == ["own"]
+    session.keep("http://x.github.io/", ["wide=1; Domain=x.github.io; Path=/"])
+    session_save(session)
+    assert SessionCookie.objects.filter(name="wide", domain=".x.github.io").exists()
+
+
+def test_a_login_session_is_a_secret_that_keeps_off_site_seeds_to_the_network_permission():
+    """Issue 47, point 6: a project whose only secret is its session holds secrets."""
+    from crawl.services.credentials import holds_secrets, secrets_refusal
+
+    project = Project.objects.create(name="login", slug="login", allowed_domains="shop.test")
+    assert not holds_secrets(project) and secrets_refusal(project, "http://elsewhere.test/") is None
+    session = session_load(project)
+    session.keep(f"{OWN}/login", ["sid=s3cret-session; Path=/"])
+    session_save(session)
+    assert holds_secrets(project)
+    assert "a session" in secrets_refusal(project, "http://elsewhere.test/")
+    assert secrets_refusal(project, f"{OWN}/account") is None

@@ -229,3 +229,14 @@ def test_it_says_whether_robots_txt_rules_allowed_the_page_or_there_were_none(db
     with SiteServer(Site(files={"/": (200, {"Content-Type": "text/html"}, b"<p>hi</p>")})) as bare:
         report = trial_report(try_url(f"{bare.url}/", allow_private=True))
     assert report["robots"].startswith("allowed: the site has no robots.txt (it answered 4xx)")
+
+
+@pytest.mark.django_db
+def test_the_cookies_the_site_sets_are_shown_masked_as_the_project_page_shows_its_session(site):
+    """Issue 47, point 5: Try a URL shows Set-Cookie with its values masked, its attributes kept."""
+    site.site.files["/login"] = (200, {"Content-Type": HTML, "Set-Cookie": "sid=cookie-s3cret; Path=/"}, b"<p>in</p>")
+    report = trial_report(try_url(f"{site.url}/login", allow_private=True))
+    assert report["status"] == 200 and report["headers"]["set-cookie"] == "sid=***; Path=/"
+    out = StringIO()
+    call_command("tryurl", f"{site.url}/login", "--allow-private", "--json", stdout=out)
+    assert "sid=***" in out.getvalue() and "cookie-s3cret" not in out.getvalue()

@@ -110,7 +110,8 @@ def test_a_refusing_receiver_is_retried_later_and_shown_failing_in_the_console(d
         assert sink_deliver(sink.id) == 0, "not due yet: nothing is sent"
         assert receiver.refused == 1
         row = admin_client.get("/admin/sinks/sink/").content.decode().split('class="field-name"', 1)[1]
-        assert "HTTP 500 from" in row.split("</tr>", 1)[0] and "the receiver is down" in row
+        assert "HTTP 500 Internal Server Error from http://127.0.0.1:" in row.split("</tr>", 1)[0]
+        assert "/hook" not in row and "the receiver is down" not in row, "its path and reply are not shown"
 
         receiver.refusing = False
         SinkDelivery.objects.filter(sink=sink).update(next_at=timezone.now())  # the back-off has passed
@@ -118,11 +119,27 @@ def test_a_refusing_receiver_is_retried_later_and_shown_failing_in_the_console(d
     assert sink_counts(sink)["done"] == 3 and sorted(receiver.records) == ["k0", "k1", "k2"]
 
 
+def test_a_refusing_webhooks_error_and_log_keep_no_password_path_query_or_reply(db, caplog):
+    """Issue 47, point 3: the last error (shown to viewers) and the worker log mask the webhook URL's
+    password, path and query (where Slack, Discord and Teams keep their secret), and keep no reply."""
+    project = Project.objects.create(name="leaky", slug="leaky", allow_private=True)
+    with WebhookReceiver(SECRET) as receiver:
+        host = receiver.url.removeprefix("http://").removesuffix("/hook")
+        sink = http_sink(project, f"http://crawler:pw-s3cret@{host}/hook?token=query-s3cret")
+        sinks_offer(project.id, records(1))
+        receiver.refusing = True
+        assert sink_deliver(sink.id) == 0 and receiver.refused == 1
+    error = SinkDelivery.objects.get(sink=sink).error
+    assert error == f"ReceiverRefused: HTTP 500 Internal Server Error from http://crawler:***@{host}/***"
+    for leak in ("pw-s3cret", "query-s3cret", "/hook", "the receiver is down"):
+        assert leak not in error and leak not in caplog.text, leak
+
+
 def test_the_sink_secret_is_never_shown_and_a_masked_one_sent_back_keeps_it(db, admin_client):
     project = Project.objects.create(name="masked", slug="masked", allow_private=True)
     sink = http_sink(project, "http://user:pw@receiver.test/hook")
     shown = admin_client.get(f"/api/sinks/{sink.id}/").json()["config"]
-    assert shown == {"url": "http://user:***@receiver.test/hook", "secret": "***"}
+    assert shown == {"url": "http://user:***@receiver.test/***", "secret": "***"}
     changed = admin_client.patch(
         f"/api/sinks/{sink.id}/", {"config": shown | {"timeout": 10}}, content_type="application/json"
     )

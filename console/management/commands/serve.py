@@ -26,6 +26,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from console.workers import workers_alive
+from crawlproject.envsafety import private_file
 from crawlproject.processes import EmbeddedWorker
 
 READY_TIMEOUT = 90.0
@@ -133,8 +134,8 @@ class Command(BaseCommand):
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
         log_dir = settings.VAR_DIR / "log"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        with open(log_dir / f"serve-{name}.log", "ab") as out:
+        private_file(log_dir / "web-access.log")  # gunicorn appends to it: mode 0600 from the start
+        with open(private_file(log_dir / f"serve-{name}.log"), "ab") as out:
             return subprocess.Popen(command, cwd=settings.BASE_DIR, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 

@@ -1,5 +1,6 @@
 """python manage.py sinks PROJECT [--add NAME --kind KIND --config JSON] [--remove NAME] [--retry NAME]:
-a project's result sinks, what each delivered, owes and failed."""
+a project's result sinks, what each delivered, owes and failed. Their configs are shown masked, as
+the API and the admin show them (secrets are write-only)."""
 
 import json
 
@@ -7,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from console.management.commands._project import project_arg
+from console.masking import masked_config
 from sinks.delivery import sink_counts, sink_retry
 from sinks.models import Sink
 
@@ -44,7 +46,7 @@ class Command(BaseCommand):
             state = "" if sink.active else " (inactive)"
             self.stdout.write(
                 f"{sink.name:20s} {sink.kind:7s} {c['done']} delivered, {c['pending'] + c['leased']} owed, "
-                f"{c['failed']} failed{state}  {json.dumps(sink.config)}"
+                f"{c['failed']} failed{state}  {json.dumps(masked_config(sink.config))}"
             )
 
     def _add(self, project, opts) -> None:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawl', '0015_project_config_changed_at'),
+        ('crawl', '0016_page_ready_override'),
     ]
 
     operations = [
