@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.debug_models import DebugRun
+from console.masking import masked_response_headers
 from console.tryurl import FOLLOW, link_fates, robots_decision, trial_fetch
 from core.canonical import InvalidURL, canonicalize, host_of, url_key
 from crawl.frontier.verdicts import Link
@@ -97,7 +98,8 @@ def request_report(project: Project, source: str, asked: dict) -> tuple[dict, by
     page = Page(project=project, url=url, url_key=url_key(url), host=host_of(url), depth=0, request=stored)
     response, how = trial_fetch(project, page)
     report = {"url": url, "request": stored, "fetch": how, "status": response.status_code,
-              "headers": response.headers, "robots": robots_decision(project, url)}  # fmt: skip
+              "headers": masked_response_headers(response.headers),  # the site's Set-Cookie: its session
+              "robots": robots_decision(project, url)}  # fmt: skip
     if response.error_code:
         return report | {"error": f"{response.error_code}: {response.error_message}"}, b""
     page.status_code, page.content_type = response.status_code, response.content_type
