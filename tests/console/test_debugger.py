@@ -62,7 +62,7 @@ def shop_project(shop, **fields) -> Project:
 
 
 def finished(run: DebugRun) -> DebugRun:
-    return wait_until(lambda: DebugRun.objects.filter(id=run.id, state__in=("done", "failed")).first(), timeout=60)
+    return wait_until(lambda: DebugRun.objects.filter(id=run.id, state__in=("done", "failed")).first(), timeout=120)
 
 
 def test_a_draft_runs_in_a_worker_and_shows_items_followups_and_logs(shop, workers):
