@@ -31,11 +31,15 @@ def _window(thresholds: dict, now: datetime) -> datetime:
     return now - timedelta(minutes=float(thresholds["minutes"]))
 
 
+def minutes_text(minutes) -> str:
+    return f"{float(minutes):g} minute{'' if float(minutes) == 1 else 's'}"
+
+
 def site_down(project: Project, t: dict, now: datetime, open_alerts: dict) -> dict:
     """A host whose fetches all failed (unreachable, timed out, 5xx) for the last `minutes`, at
     least `min_failures` of them; back when its newest fetches answered."""
     per_host: dict[str, dict] = {}
-    for (_scope, host, metric), n in counters_since(project.id, _window(t, now), scope="host").items():
+    for (_scope, host, metric), n in counters_since(project.id, _window(t, now), scope="host", whole=True).items():
         per_host.setdefault(host, {}).setdefault(metric, 0)
         per_host[host][metric] += n
     out = {}
@@ -46,7 +50,7 @@ def site_down(project: Project, t: dict, now: datetime, open_alerts: dict) -> di
             url = _failing_url(project, host)
             out[f"host {host}"] = Finding(
                 f"{project.name}: {host} is down: {failed} fetches failed and none answered in the last "
-                f"{t['minutes']} minutes ({', '.join(f'{k} x{v}' for k, v in sorted(codes.items()))})",
+                f"{minutes_text(t['minutes'])} ({', '.join(f'{k} x{v}' for k, v in sorted(codes.items()))})",
                 {"host": host, "failed": failed, "errors_by_code": codes, "failing_url": url},
             )
         elif ok and _newest_ok(project.id, host, now, t):
@@ -201,7 +205,7 @@ def job_stalled(project: Project, t: dict, now: datetime, open_alerts: dict) -> 
     return {
         "job": Finding(
             f"{project.name}: job {job.id} stalled: {owed} rows owed and nothing fetched or extracted for "
-            f"{t['minutes']} minutes",
+            f"{minutes_text(t['minutes'])}",
             {"job": job.id, "owed": owed},
         )
     }
@@ -261,7 +265,7 @@ def zero_throughput(project: Project, t: dict, now: datetime, open_alerts: dict)
     owed = Page.objects.filter(project=project, state__in=PAGE_PENDING_STATES).count()
     return {
         "fetching": Finding(
-            f"{project.name}: nothing fetched for {t['minutes']} minutes while {owed} pages are owed",
+            f"{project.name}: nothing fetched for {minutes_text(t['minutes'])} while {owed} pages are owed",
             {"owed": owed, "since": since.isoformat()},
         )
     }

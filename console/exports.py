@@ -12,12 +12,12 @@ from datetime import UTC, datetime
 from datetime import time as time_of_day
 from itertools import islice
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from crawl.models import MediaAsset, Page, PageAsset, Project
+from crawl.models import MediaAsset, Page, PageAsset, PageVersion, Project
 from scrape.models import Item
 
 PAGE_FIELDS = [
@@ -66,24 +66,33 @@ _FORMULA_AFTER_SEPARATOR = re.compile(r"(?<=[;,|\t])(?=[=+\-@])")
 @dataclass(frozen=True)
 class ExportFilter:
     """Which rows an export holds: of one kind (pages: page, sitemap or feed; items: page,
-    rule:<name>, api or spider; assets: image, video, audio...), of the pages or assets one job
-    claimed, and changed since a time (an incremental export)."""
+    rule:<name>, api or spider; assets: image, video, audio...), of one job (what it produced:
+    the items whose data it extracted, the pages it fetched a version of or last processed, the
+    assets it last claimed; a later job re-extracting the same data leaves them its), and changed
+    since a time (an incremental export)."""
 
     kind: str | None = None
     job: int | None = None
     since: datetime | None = None
 
-    def apply(self, queryset: QuerySet, *, job_path: str = "job_id") -> QuerySet:
+    def apply(self, queryset: QuerySet) -> QuerySet:
         if self.kind:
             queryset = queryset.filter(kind=self.kind)
         if self.job is not None:
-            queryset = queryset.filter(**{job_path: self.job})
+            queryset = queryset.filter(_of_job(queryset.model, self.job))
         if self.since is not None:
             queryset = queryset.filter(updated_at__gte=self.since)
         return queryset
 
 
 EVERYTHING = ExportFilter()
+
+
+def _of_job(model, job: int) -> Q:
+    """The rows of `model` the job produced (see ExportFilter)."""
+    if model is Page:
+        return Q(job_id=job) | Q(id__in=PageVersion.objects.filter(job_id=job).values("page_id"))
+    return Q(job_id=job)
 
 
 def parse_since(text: str) -> datetime:
@@ -112,7 +121,7 @@ def export_rows(project: Project, what: str, rows: ExportFilter = EVERYTHING) ->
 
 
 def _items(project: Project, rows: ExportFilter) -> QuerySet:
-    return rows.apply(Item.objects.filter(project=project), job_path="page__job_id")
+    return rows.apply(Item.objects.filter(project=project))
 
 
 def export_count(project: Project, what: str, rows: ExportFilter = EVERYTHING) -> int:

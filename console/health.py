@@ -36,9 +36,13 @@ def counters_add(sender, project_id: int, counts: Counter, **kwargs) -> None:
     )
 
 
-def counters_since(project_id: int, since: datetime, *, scope: str | None = None) -> dict[tuple, int]:
-    """(scope, key, metric) -> sum of the project's counters from `since` on."""
-    rows = HealthCounter.objects.filter(project_id=project_id, bucket__gte=bucket_of(since))
+def counters_since(
+    project_id: int, since: datetime, *, scope: str | None = None, whole: bool = False
+) -> dict[tuple, int]:
+    """(scope, key, metric) -> sum of the project's counters from `since` on: from the bucket
+    holding it, or with `whole` only the buckets that start at `since` or later (a window that
+    never looks back further than it says)."""
+    rows = HealthCounter.objects.filter(project_id=project_id, bucket__gte=since if whole else bucket_of(since))
     if scope is not None:
         rows = rows.filter(scope=scope)
     sums = rows.values_list("scope", "key", "metric").annotate(n=Sum("value")).order_by()

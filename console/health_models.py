@@ -26,9 +26,21 @@ class HealthCounter(models.Model):
         return f"{self.scope} {self.key} {self.metric} @ {self.bucket:%H:%M:%S}: {self.value}"
 
 
+BUILT_IN_KINDS = (
+    "site_down",
+    "template_changed",
+    "job_failed",
+    "job_stalled",
+    "no_worker",
+    "host_backoff",
+    "zero_throughput",
+)
+
+
 class Monitor(models.Model):
-    """A built-in check of a project (every project has each kind; console/monitors.py makes the
-    rows), with its thresholds: the defaults, with what `thresholds` overrides."""
+    """A check of a project. Built in: every project has each such kind (console/monitors.py makes
+    the rows), with its thresholds: the defaults, with what `thresholds` overrides. A rule of the
+    user's own (console/rules.py) has a name, what it watches, a threshold and a window."""
 
     class Kind(models.TextChoices):
         SITE_DOWN = "site_down", "site down"
@@ -38,6 +50,10 @@ class Monitor(models.Model):
         NO_WORKER = "no_worker", "no worker for owed work"
         HOST_BACKOFF = "host_backoff", "host blocked or backing off"
         ZERO_THROUGHPUT = "zero_throughput", "zero throughput while active"
+        ITEMS_PER_RUN = "items_per_run", "items of a rule set per run below N"
+        FILL_RATE = "fill_rate", "a field's fill rate under X%"
+        ERRORS_PER_HOUR = "errors_per_hour", "errors of a code above Y per hour"
+        PAGES_PER_MINUTE = "pages_per_minute", "pages per minute under Z while a job runs"
 
     project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="monitors")
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -48,21 +64,56 @@ class Monitor(models.Model):
     cooldown_minutes = models.PositiveIntegerField(
         default=30, help_text="A condition that comes back this soon after recovering is not announced again."
     )
+    urgent = models.BooleanField(
+        default=False, help_text="Sent at once, even in a target's quiet hours (others wait until they end)."
+    )
+    name = models.CharField(max_length=100, blank=True, default="", help_text="A rule's name (rules of your own).")
+    watch = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="What a rule of your own watches: a rule set (items per run), rule set.field (fill rate), "
+        "an error code (errors per hour); nothing for pages per minute.",
+    )
+    threshold = models.FloatField(
+        null=True, blank=True, help_text="N items, X percent, Y errors or Z pages (rules of your own)."
+    )
+    window_minutes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The time a rule of your own looks back (not for items per run)."
+    )
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "kind"], name="uniq_monitor_project_kind")]
-        ordering = ["project_id", "kind"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "kind"],
+                condition=models.Q(kind__in=BUILT_IN_KINDS),
+                name="uniq_monitor_project_kind",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "name"], condition=~models.Q(name=""), name="uniq_monitor_project_name"
+            ),
+        ]
+        ordering = ["project_id", "kind", "id"]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} ({self.project})"
+        return f"{self.name or self.get_kind_display()} ({self.project})"
+
+    @property
+    def built_in(self) -> bool:
+        return self.kind in BUILT_IN_KINDS
+
+    @property
+    def title(self) -> str:
+        """How messages name it: a rule's own name, else its kind."""
+        return self.name or self.get_kind_display()
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 
-        from console.monitors import thresholds_problem
+        from console.monitors import monitor_problems
 
-        if problem := thresholds_problem(self.kind, self.thresholds):
-            raise ValidationError({"thresholds": problem})
+        if problems := monitor_problems(self):
+            raise ValidationError(problems)
 
 
 class Alert(models.Model):
@@ -114,6 +165,13 @@ class NotificationTarget(models.Model):
     name = models.CharField(max_length=100, help_text="A name people recognise: team Slack, on-call email.")
     url = models.TextField(help_text="An Apprise URL, e.g. slack://T000/B000/XXXX or mailtos://user:pass@host.")
     enabled = models.BooleanField(default=True)
+    quiet_from = models.TimeField(
+        null=True, blank=True, help_text="Quiet hours start (e.g. 22:00): non-urgent messages wait until they end."
+    )
+    quiet_until = models.TimeField(null=True, blank=True, help_text="Quiet hours end (e.g. 07:00).")
+    quiet_timezone = models.CharField(
+        max_length=60, default="UTC", help_text="The time zone of the quiet hours, e.g. Europe/Paris."
+    )
 
     def __str__(self) -> str:
         return self.name
@@ -122,6 +180,28 @@ class NotificationTarget(models.Model):
         from django.core.exceptions import ValidationError
 
         from console.notify import url_problem
+        from console.quiet import quiet_problems
 
+        problems = quiet_problems(self.quiet_from, self.quiet_until, self.quiet_timezone)
         if problem := url_problem(self.url):
-            raise ValidationError({"url": problem})
+            problems["url"] = problem
+        if problems:
+            raise ValidationError(problems)
+
+
+class HeldNotice(models.Model):
+    """A non-urgent message held for a target in its quiet hours, sent when they end
+    (console/quiet.py). Deleted once sent."""
+
+    target = models.ForeignKey(NotificationTarget, on_delete=models.CASCADE, related_name="held")
+    title = models.CharField(max_length=300)
+    body = models.TextField()
+    kind = models.CharField(max_length=10, default="info", help_text="Apprise's type: info, success, failure.")
+    send_after = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.title} (after {self.send_after:%H:%M})"

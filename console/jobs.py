@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console import control
+from console.job_notices import job_end_announce_later
 from console.jobreads import (  # noqa: F401 - the reads of a job, used through this module too
     job_claimed_any,
     job_counts,
@@ -132,12 +133,14 @@ def crawl_retry_failed(*, project: Project, trigger: str, user=None, error_code:
 
 
 def job_end(*, job: Job, state: str, message: str, finished_at=None) -> None:
-    """Write the job's end: its state, message and kept counts; the project runs no job after it."""
+    """Write the job's end: its state, message and kept counts; the project runs no job after it.
+    Its end is announced after the commit (console/job_notices.py)."""
     job.finished_at = finished_at or timezone.now()
     job.stats = job_counts(job)
     job.state, job.message = state, message
     job.save(update_fields=["stats", "state", "started_at", "finished_at", "message"])
     Project.objects.filter(id=job.project_id, job_id=job.id).update(job_id=None)
+    job_end_announce_later(job.id)
 
 
 def jobs_tick() -> dict[str, int]:

@@ -58,6 +58,7 @@ class Job(models.Model):
         help_text="The spider code version it ran (the project's active one when it started; a deploy "
         "while it runs is written in its log).",
     )
+    end_notified_at = models.DateTimeField(null=True, blank=True, help_text="When its end was announced.")
 
     class Meta:
         ordering = ["-id"]

@@ -11,7 +11,9 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from console.checks import CHECKS, Finding
+from console import rules
+from console.checks import CHECKS as BUILT_IN_CHECKS
+from console.checks import Finding
 from console.health import counters_prune
 from console.health_models import Alert, Monitor
 from crawl.models import Project
@@ -19,7 +21,7 @@ from crawl.models import Project
 log = logging.getLogger("crawlhub.monitors")
 
 DEFAULTS: dict[str, dict] = {
-    Monitor.Kind.SITE_DOWN: {"minutes": 10, "min_failures": 3},
+    Monitor.Kind.SITE_DOWN: {"minutes": 3, "min_failures": 3},
     Monitor.Kind.TEMPLATE_CHANGED: {"min_pages": 10, "drop_ratio": 0.5, "recover_ratio": 0.8, "baseline_hours": 24},
     Monitor.Kind.JOB_FAILED: {},
     Monitor.Kind.JOB_STALLED: {"minutes": 30},
@@ -27,6 +29,10 @@ DEFAULTS: dict[str, dict] = {
     Monitor.Kind.HOST_BACKOFF: {"minutes": 15},
     Monitor.Kind.ZERO_THROUGHPUT: {"minutes": 15},
 }
+# Built-in kinds announced at once, even in a target's quiet hours; the others wait until they end.
+URGENT = {Monitor.Kind.SITE_DOWN, Monitor.Kind.TEMPLATE_CHANGED, Monitor.Kind.JOB_FAILED, Monitor.Kind.NO_WORKER}
+# Every kind's check: the built-in ones (console/checks.py) and the rules of the user's own (console/rules.py).
+CHECKS = {**BUILT_IN_CHECKS, **rules.CHECKS}
 
 
 def thresholds_problem(kind: str, thresholds) -> str | None:
@@ -46,14 +52,24 @@ def thresholds_problem(kind: str, thresholds) -> str | None:
     return None
 
 
+def monitor_problems(monitor: Monitor) -> dict[str, str]:
+    """What is wrong with a monitor's settings, by field (empty: nothing)."""
+    if monitor.kind in rules.RULES:
+        return rules.rule_problems(monitor)
+    problem = thresholds_problem(monitor.kind, monitor.thresholds)
+    return {"thresholds": problem} if problem else {}
+
+
 def monitor_thresholds(monitor: Monitor) -> dict:
-    """The kind's defaults with the monitor's overrides."""
+    """The kind's defaults with the monitor's overrides (a rule's own: its watch, threshold, minutes)."""
+    if monitor.kind in rules.RULES:
+        return rules.rule_thresholds(monitor)
     return DEFAULTS[monitor.kind] | (monitor.thresholds if isinstance(monitor.thresholds, dict) else {})
 
 
 def monitors_ensure(project_ids: list[int]) -> None:
     """Give each project the built-in monitors it does not have yet, with the defaults."""
-    rows = [Monitor(project_id=pid, kind=kind) for pid in project_ids for kind in DEFAULTS]
+    rows = [Monitor(project_id=pid, kind=kind, urgent=kind in URGENT) for pid in project_ids for kind in DEFAULTS]
     Monitor.objects.bulk_create(rows, ignore_conflicts=True)
 
 
@@ -69,8 +85,9 @@ def monitors_tick(now: datetime | None = None) -> dict[str, int]:
             o, r = monitor_run(monitor, project, now)
             opened, resolved = opened + o, resolved + r
     from console.notify import alerts_announce
+    from console.quiet import held_send
 
-    sent = alerts_announce(now=now)
+    sent = alerts_announce(now=now) + held_send(now=now)
     return {"opened": opened, "resolved": resolved, "sent": sent, "pruned": counters_prune(now=now)}
 
 
@@ -88,7 +105,10 @@ def monitor_run(monitor: Monitor, project: Project, now: datetime) -> tuple[int,
         if finding is not None and alert is None:
             opened += alert_open(monitor, subject, finding, now)
         elif finding is not None:
-            Alert.objects.filter(id=alert.id).update(evidence=finding.evidence | _kept(alert), message=finding.message)
+            if alert.notified_at is None:  # once announced, it says what was announced (the figures sent)
+                Alert.objects.filter(id=alert.id).update(
+                    evidence=finding.evidence | _kept(alert), message=finding.message
+                )
         elif alert is not None:
             resolved += Alert.objects.filter(id=alert.id, resolved_at=None).update(resolved_at=now)
     return opened, resolved

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from console.health_models import Alert, NotificationTarget
 from console.masking import MASK, masked_webhook_url
+from console.quiet import notice_hold, quiet_end
 from crawl.models import Project
 
 log = logging.getLogger("crawlhub.notify")
@@ -25,13 +26,42 @@ log = logging.getLogger("crawlhub.notify")
 
 def targets_of(project: Project | None) -> list[str]:
     """The Apprise URLs of a project's alerts: its own targets, the site-wide rows and setting."""
+    return [row.url for row in target_rows(project)] + list(settings.CONSOLE_NOTIFY_URLS)
+
+
+def target_rows(project: Project | None) -> list[NotificationTarget]:
+    """The enabled target rows that hear of a project (its own and the site-wide ones)."""
     rows = NotificationTarget.objects.filter(enabled=True)
     rows = rows.filter(Q(project=project) | Q(project=None)) if project else rows.filter(project=None)
-    return [*rows.values_list("url", flat=True), *settings.CONSOLE_NOTIFY_URLS]
+    return list(rows.order_by("id"))
+
+
+def deliver(*, project: Project | None, title: str, body: str, kind: str, urgent: bool, now=None) -> list[str]:
+    """Tell the project's targets now, except the targets in their quiet hours when the message is
+    not urgent: those are held until the hours end (console/quiet.py). Returns the problems."""
+    now, urls = now or timezone.now(), []
+    for row in target_rows(project):
+        until = None if urgent else quiet_end(row, now)
+        if until is None:
+            urls.append(row.url)
+        else:
+            notice_hold(row, title=title, body=body, kind=kind, until=until)
+    return send(urls=[*urls, *settings.CONSOLE_NOTIFY_URLS], title=title, body=body, kind=kind)
 
 
 def console_url(project: Project) -> str:
     return f"{settings.CONSOLE_BASE_URL.rstrip('/')}/admin/dashboard/?project={project.id}"
+
+
+def duration_text(seconds: float) -> str:
+    """A span as people say it: 45 seconds, 1 minute, 2 h 5 min."""
+    seconds = max(round(seconds), 0)
+    if seconds < 60:
+        return f"{seconds} second{'' if seconds == 1 else 's'}"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} minute{'' if minutes == 1 else 's'}"
+    return f"{minutes // 60} h {minutes % 60} min" if minutes % 60 else f"{minutes // 60} h"
 
 
 def send(*, urls: list[str], title: str, body: str, kind: str = "info", email: bool = True) -> list[str]:
@@ -76,16 +106,21 @@ def shown_url(url: str) -> str:
 
 
 def alert_text(alert: Alert, *, recovered: bool) -> tuple[str, str]:
-    project, monitor = alert.project, alert.monitor.get_kind_display()
+    """An alert's message: its figures when it fires; when it recovers, how long it lasted and what
+    it was about, without the failing figures again (they are the firing message's)."""
+    project, monitor = alert.project, alert.monitor.title
+    since = f"{alert.since:%Y-%m-%d %H:%M:%S} UTC"
     if recovered:
-        minutes = (alert.resolved_at - alert.since).total_seconds() / 60
+        lasted = duration_text((alert.resolved_at - alert.since).total_seconds())
         title = f"[crawlhub] recovered: {project.name}: {monitor} ({alert.subject})"
-        lead = f"Recovered after {minutes:.0f} minutes: {alert.message}"
-    else:
-        title = f"[crawlhub] {project.name}: {monitor} ({alert.subject})"
-        lead = alert.message
+        body = (
+            f"{project.name}: {alert.subject} is back to normal after {lasted} "
+            f"(from {since} to {alert.resolved_at:%H:%M:%S} UTC).\n\nProject: {project.name}\nMonitor: {monitor}\n"
+        )
+        return title, f"{body}\n{console_url(project)}"
+    title = f"[crawlhub] {project.name}: {monitor} ({alert.subject})"
     evidence = "\n".join(f"- {k}: {v}" for k, v in alert.evidence.items() if v not in ("", None, [], {}))
-    body = f"{lead}\n\nProject: {project.name}\nMonitor: {monitor}\nSince: {alert.since:%Y-%m-%d %H:%M:%S} UTC\n"
+    body = f"{alert.message}\n\nProject: {project.name}\nMonitor: {monitor}\nSince: {since}\n"
     return title, f"{body}{evidence}\n\n{console_url(project)}"
 
 
@@ -96,17 +131,18 @@ def alerts_announce(*, now: datetime | None = None) -> int:
     due = Alert.objects.filter(resolved_at=None, notified_at=None, notify_after__lte=now)
     for alert in due.select_related("project", "monitor"):
         if Alert.objects.filter(id=alert.id, notified_at=None).update(notified_at=now):
-            sent += _announce(alert, recovered=False)
+            sent += _announce(alert, recovered=False, now=now)
     back = Alert.objects.filter(resolved_at__isnull=False, notified_at__isnull=False, recovery_notified_at=None)
     for alert in back.select_related("project", "monitor"):
         if Alert.objects.filter(id=alert.id, recovery_notified_at=None).update(recovery_notified_at=now):
-            sent += _announce(alert, recovered=True)
+            sent += _announce(alert, recovered=True, now=now)
     return sent
 
 
-def _announce(alert: Alert, *, recovered: bool) -> int:
+def _announce(alert: Alert, *, recovered: bool, now: datetime) -> int:
     title, body = alert_text(alert, recovered=recovered)
-    problems = send(urls=targets_of(alert.project), title=title, body=body, kind="success" if recovered else "failure")
+    kind = "success" if recovered else "failure"
+    problems = deliver(project=alert.project, title=title, body=body, kind=kind, urgent=alert.monitor.urgent, now=now)
     Alert.objects.filter(id=alert.id).update(notify_error="\n".join(problems)[:4000])
     return 1
 

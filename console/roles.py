@@ -2,7 +2,7 @@
 
 - viewer: reads everything of the projects they may see;
 - operator: a viewer who also starts, pauses, resumes, cancels, retries, recrawls and exports, adds
-  seeds, uses Try a URL on public addresses and tunes the monitors' thresholds;
+  seeds, uses Try a URL on public addresses, tunes the monitors' thresholds and makes rules of their own;
 - admin: every permission of the crawler's apps, network settings included.
 
 Which projects a member sees is the projects' owners' business (console/access.py); seeing every
@@ -23,6 +23,8 @@ OPERATOR_EXTRA = (
     "console.try_url",
     "crawl.add_seed",
     "console.change_monitor",  # thresholds of the built-in monitors
+    "console.add_monitor",  # rules of their own
+    "console.delete_monitor",
 )
 NOT_IN_ROLES = ("console.view_all_projects",)
 

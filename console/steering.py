@@ -11,7 +11,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from console.control import pages_recrawl, project_activate
-from console.jobs import job_current, job_end, job_run
+from console.jobs import job_begin, job_current, job_end, job_run
 from console.models import Job
 from console.selectors import project_work_owed
 from core.canonical import InvalidURL, canonicalize, url_key
@@ -19,7 +19,7 @@ from crawl.frontier.assets import assets_publish_owed
 from crawl.frontier.discovery import seeds_enqueue
 from crawl.frontier.pages import pages_publish_owed
 from crawl.frontier.stages import PAGE_PENDING_STATES, job_scope
-from crawl.models import MediaAsset, Page, Project
+from crawl.models import MediaAsset, Page, Project, Seed
 from crawl.services.projects import seeds_add, seeds_retry_failed
 from crawl.services.recrawl_schedules import schedule_sync
 from scrape.hooks import spider_start
@@ -117,14 +117,37 @@ def project_pause(*, project: Project) -> bool:
     return job_pause(job=job) if job else _pause(project)
 
 
-def project_resume(*, project: Project) -> Resumed:
+def project_resume(*, project: Project, trigger: str = Job.Trigger.COMMAND, user=None) -> Resumed:
     """Resume the project's paused job, or the project itself when it has none: it becomes active
-    and its queued work is published again. Harmless on an active project."""
+    and its queued work is published again, as a new crawl job when work is owed (every fetch
+    belongs to a job). Harmless on an active project."""
     job = job_current(project)
     if job is not None and job.state == Job.State.PAUSED:
         return _job_resume(job)
     changed = project.status != Project.Status.ACTIVE
+    if job is None and project_work_owed(project.id):
+        _job, published = job_run(
+            project=project, kind=Job.Kind.CRAWL, trigger=trigger, user=user, action=lambda: _republish(project)
+        )
+        return Resumed(changed=changed, published=published)
     return Resumed(changed=changed, published=_republish(project))
+
+
+def seeds_add_as_job(
+    *, project: Project, urls: list[str], kind: str = Seed.Kind.PAGE, trigger: str, user=None
+) -> tuple[Job | None, list[int]]:
+    """Add seeds (known ones are kept) whichever door asks (API, admin, command, Python API). On an
+    active project their new rows are crawled as a job: the project's running one, else a new
+    crawl job, which ends by itself once nothing is owed (every fetch belongs to a job). A paused
+    or stopped project keeps them queued until Start or Resume, which run a job. Returns the job
+    (None when none runs them) and the ids of the new frontier rows."""
+    with transaction.atomic():
+        status = Project.objects.select_for_update().values_list("status", flat=True).get(id=project.id)
+        new_ids = seeds_add(project=project, urls=urls, kind=kind)  # published after the commit
+        if status != Project.Status.ACTIVE or not new_ids:
+            return job_current(project), new_ids
+        job, _ = job_begin(project=project, kind=Job.Kind.CRAWL, trigger=trigger, user=user)  # or joins it
+        return job, new_ids
 
 
 def project_cancel(*, project: Project, user=None) -> bool:
@@ -163,9 +186,10 @@ def _job_resume(job: Job) -> Resumed:
 
 @transaction.atomic
 def job_cancel(*, job: Job, user=None) -> bool:
-    """End the job now: the project is stopped, so its messages still in the queues claim nothing
-    (they are dropped when a worker takes them) and its queued rows stay queued; batches already
-    claimed finish, and a killed one's rows come back through the reaper. Its recrawl schedule
+    """End the job now: the project is stopped, so no stage hands out its work any more (its queued
+    pages are not fetched, its fetched pages not extracted, its assets not downloaded: they stay
+    owed, and the message counts them); its messages still in the queues claim nothing. Batches
+    already claimed finish, and a killed one's rows come back through the reaper. Its recrawl schedule
     keeps running (cancelling one run is not turning monitoring off: that is Pause): the next tick,
     or Start, is a new job that resumes exactly where this one stopped."""
     job = Job.objects.select_for_update().get(id=job.id)
@@ -198,9 +222,9 @@ def job_steer(*, job: Job, action: str, user=None) -> bool:
 
 @transaction.atomic
 def _pause(project: Project) -> bool:
-    """Stop handing out the project's work, and its recrawl schedule. Batches already claimed
-    finish; queued rows stay queued (no message is lost: claims skip paused projects, and resume
-    republishes). False if already paused."""
+    """Stop handing out the project's work (fetch, extract and download), and its recrawl schedule.
+    Batches already claimed finish; queued and fetched rows wait (no message is lost: claims skip
+    paused projects, and resume republishes). False if already paused."""
     rows = Project.objects.filter(id=project.id).exclude(status=Project.Status.PAUSED)
     changed = rows.update(status=Project.Status.PAUSED)
     project.status = Project.Status.PAUSED

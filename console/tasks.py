@@ -31,3 +31,10 @@ def debug_run_task(run_id: int) -> str:
     from console.debugger import debug_run_execute
 
     return debug_run_execute(run_id)
+
+
+@shared_task(name="console.job_ended", soft_time_limit=100, time_limit=120)
+def job_ended_task(job_id: int) -> bool:
+    from console.job_notices import job_end_announce
+
+    return job_end_announce(job_id=job_id)

@@ -35,14 +35,28 @@ def insert_new_ids(model, objs: list, *, conflict_fields: tuple[str, ...]) -> No
         by_key[tuple(row[1:])].id = row[0]
 
 
-def upsert(model, objs: list, *, conflict_fields: tuple[str, ...], update_fields: tuple[str, ...], now=None) -> None:
+def upsert(
+    model,
+    objs: list,
+    *,
+    conflict_fields: tuple[str, ...],
+    update_fields: tuple[str, ...],
+    now=None,
+    stamps: dict[str, str] | None = None,
+) -> None:
     """INSERT ... ON CONFLICT (unique key) DO UPDATE SET the update_fields, in one statement per
-    chunk; auto_now fields get `now` (one timestamp for the whole write, when given)."""
+    chunk; auto_now fields get `now` (one timestamp for the whole write, when given). `stamps`
+    ({field: watched field}): a field that takes its new value only when the watched one changes
+    (or it was empty), as who produced a value: writing the same value again keeps the stamp."""
     qn = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    table = qn(model._meta.db_table)
     columns = [model._meta.get_field(n).column for n in update_fields]
-    _insert(
-        model, objs, conflict_fields, "DO UPDATE SET " + ", ".join(f"{qn(c)} = EXCLUDED.{qn(c)}" for c in columns), now
-    )
+    sets = [f"{qn(c)} = EXCLUDED.{qn(c)}" for c in columns]
+    for field, watched in (stamps or {}).items():
+        c, w = qn(model._meta.get_field(field).column), qn(model._meta.get_field(watched).column)
+        changed = f"{table}.{w} IS DISTINCT FROM EXCLUDED.{w} OR {table}.{c} IS NULL"
+        sets.append(f"{c} = CASE WHEN {changed} THEN EXCLUDED.{c} ELSE {table}.{c} END")
+    _insert(model, objs, conflict_fields, "DO UPDATE SET " + ", ".join(sets), now)
 
 
 def upsert_add(model, objs: list, *, conflict_fields: tuple[str, ...], add_fields: tuple[str, ...]) -> None:

@@ -33,11 +33,14 @@ def project(name: str, **settings: Any):
 
 def add_seeds(project, urls: Iterable[str], *, kind: str = "page") -> int:
     """Add start URLs (kind: page, sitemap or feed); known ones are kept. Returns the URLs new to
-    the frontier. A URL the crawler refuses becomes a failed row saying why."""
+    the frontier. A URL the crawler refuses becomes a failed row saying why. An active project
+    crawls the new ones as a job (its running one, or a new one); a paused one keeps them queued."""
     setup()
-    from crawl.services.projects import seeds_add
+    from console.models import Job
+    from console.steering import seeds_add_as_job
 
-    return len(seeds_add(project=project, urls=list(urls), kind=kind))
+    _job, new_ids = seeds_add_as_job(project=project, urls=list(urls), kind=kind, trigger=Job.Trigger.COMMAND)
+    return len(new_ids)
 
 
 def run(
@@ -79,8 +82,8 @@ def run(
 
 def items(project, *, kind: str | None = None, job=None) -> Iterator[dict]:
     """The project's extracted items, oldest first, as {"url", "kind", "data", "errors",
-    "updated_at"}: of one kind (page, rule:<name>, api, spider) and of the pages one job (a Job or
-    its id) fetched, when given. Read a chunk at a time: memory stays flat."""
+    "updated_at"}: of one kind (page, rule:<name>, api, spider) and produced by one job (a Job or
+    its id: the items whose data it extracted), when given. Read a chunk at a time: memory stays flat."""
     setup()
     from console.exports import ExportFilter, export_rows
 

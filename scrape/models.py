@@ -32,6 +32,12 @@ class Item(models.Model):
         related_name="+",
         help_text="The deployed spider code that made it (empty: a built-in spider, rules or the page itself).",
     )
+    job_id = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="The job whose extraction produced this data (a later one that finds the same data leaves it): "
+        "an export of that job holds the item.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -39,6 +45,7 @@ class Item(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["page", "kind", "position"], name="uniq_item_page_kind_position")
         ]
+        indexes = [models.Index(fields=["job_id"], name="item_job", condition=models.Q(job_id__isnull=False))]
 
     def __str__(self) -> str:
         return f"{self.kind} item {self.position} of page {self.page_id}"

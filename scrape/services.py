@@ -132,6 +132,7 @@ def _freshness(result: PageResult, versions: list) -> tuple[dict, int]:
 def items_store(results: list[PageResult]) -> None:
     """Upsert each page's items by (page, kind, position) and drop the ones it no longer has
     (a rule that now finds fewer items, a rule set removed): re-extraction leaves no stale items.
+    Each item keeps the job that produced its data (a later job finding the same data leaves it).
     Every row written here gets the same updated_at, so the stale ones are the pages' other rows."""
     now = timezone.now()
     rows = [
@@ -144,6 +145,7 @@ def items_store(results: list[PageResult]) -> None:
             errors=_jsonb_safe(i.errors),
             rule_version=i.version,
             spider_version_id=i.spider_version,
+            job_id=r.page.job_id,
         )
         for r in results
         for i in r.items
@@ -154,6 +156,7 @@ def items_store(results: list[PageResult]) -> None:
         conflict_fields=("page", "kind", "position"),
         update_fields=("data", "errors", "rule_version", "spider_version", "updated_at"),
         now=now,
+        stamps={"job_id": "data"},  # the job that produced the data: the same data found again keeps it
     )
     if results:
         Item.objects.filter(page_id__in=[r.page.id for r in results]).exclude(updated_at=now).delete()

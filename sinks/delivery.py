@@ -47,7 +47,7 @@ def sinks_active(project_id: int) -> list[dict]:
 
 
 def sinks_offer(project_id: int, records: list[dict], *, sinks: list[dict] | None = None) -> int:
-    """Queue records (each with "key" and "type": item, page or asset) for the project's active sinks
+    """Queue records (each with "key" and "type": item, page, asset or event) for the project's active sinks
     (`sinks`, read from sinks_active when not given) that take their type, in the caller's
     transaction; each sink is woken after the commit. A record a sink already has (same key) is not
     queued again. Returns rows queued."""
@@ -56,7 +56,7 @@ def sinks_offer(project_id: int, records: list[dict], *, sinks: list[dict] | Non
     sinks = sinks_active(project_id) if sinks is None else sinks
     queued = 0
     for sink in sinks:
-        wanted = {"item": sink["items"], "page": sink["pages"], "asset": sink["assets"]}
+        wanted = {"item": sink["items"], "page": sink["pages"], "asset": sink["assets"], "event": True}
         rows = [SinkDelivery(sink_id=sink["id"], key=r["key"], record=r) for r in records if wanted[r["type"]]]
         new = insert_new(SinkDelivery, rows, conflict_fields=("sink", "key"))
         if new:

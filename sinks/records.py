@@ -1,6 +1,7 @@
 """The records sinks receive, built from what a stage just stored, each with its stable key: the
 same item (page, kind, position) with the same data always has the same key, and a changed one a new
-key, so a sink gets every change once and a redelivery never twice."""
+key; a page record's key names the page's version (a new one for every change, a revert to earlier
+text included). So a sink gets every change once and a redelivery never twice."""
 
 from .delivery import content_hash, record_key, sinks_active, sinks_offer
 
@@ -34,11 +35,14 @@ def results_offer(sender, *, results, clean=lambda value: value, **kwargs) -> in
                 }
             )
         fields = {name: result.changes.get(name, getattr(page, name)) for name in ("title", "text_hash")}
+        version = page_version(page, result.changes)
+        content = fields["text_hash"][:12] or content_hash(fields)
         records.append(
             {
-                "key": record_key(page.url_key[:24], "page", fields["text_hash"][:12] or content_hash(fields)),
+                "key": record_key(page.url_key[:24], "page", content, f"v{version}"),
                 "type": "page",
                 "project": project.slug,
+                "version": version,
                 "url": page.url,
                 "final_url": page.final_url,
                 "status_code": page.status_code,
@@ -48,6 +52,15 @@ def results_offer(sender, *, results, clean=lambda value: value, **kwargs) -> in
             }
         )
     return sinks_offer(project.id, records, sinks=sinks)
+
+
+def page_version(page, changes: dict) -> int:
+    """The page's version after this extraction: its count of real changes, plus this one when its
+    text changed now (the extract stage counts it in the same write). Every new version has a new
+    number, a revert to earlier text included (A, B, A again is 1, 2, 3), so its record has a new
+    key; extracting the same version again gives the same number."""
+    changed = "text_hash" in changes and changes["text_hash"] != page.text_hash
+    return page.change_count + int(changed)
 
 
 def assets_offer(sender, *, assets, **kwargs) -> int:

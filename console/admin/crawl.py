@@ -28,7 +28,6 @@ from console.masking import MASK
 from console.models import Job
 from console.selectors import project_progress
 from crawl.models import Project
-from crawl.services.projects import seeds_add
 from crawl.services.sessions import session_forget
 
 MASKED = {name: f"masked_{name}" for name in SECRETS}  # a secret field -> its masked, read-only display
@@ -80,6 +79,7 @@ class ProjectAdmin(ProjectScopedAdmin):
             },
         ),
         ("Extraction", {"fields": ("spider", "api_config", "main_text", "render_js")}),
+        ("Notifications", {"fields": ("notify_job_end",)}),
         (
             "Recrawl",
             {
@@ -139,7 +139,11 @@ class ProjectAdmin(ProjectScopedAdmin):
         return type(form.__name__, (form,), {"user": request.user})  # pasted seeds are checked for this user
 
     def get_readonly_fields(self, request, obj=None):
+        """A new project is created active or paused; afterwards its status is the Start, Pause and
+        Resume actions' (they run its jobs: every fetch belongs to one)."""
         readonly = super().get_readonly_fields(request, obj)
+        if obj is not None:
+            readonly = (*readonly, "status")
         if may(request.user, "network"):
             return readonly
         return (*readonly, *NETWORK_FIELDS, *network_scope_fields(obj))
@@ -170,7 +174,9 @@ class ProjectAdmin(ProjectScopedAdmin):
             project_owner_add(project=form.instance, user=request.user)
         pasted = form.cleaned_data.get("pasted_seeds")
         if pasted:
-            new = seeds_add(project=form.instance, urls=pasted)
+            _job, new = steering.seeds_add_as_job(
+                project=form.instance, urls=pasted, trigger=Job.Trigger.ADMIN, user=request.user
+            )
             self.message_user(request, f"{len(pasted)} pasted seeds kept, {len(new)} new URLs in the frontier.")
 
     @admin.action(description="Start: a job that queues the seeds and everything owed", permissions=["run"])
@@ -187,7 +193,8 @@ class ProjectAdmin(ProjectScopedAdmin):
 
     @admin.action(description="Resume the paused job", permissions=["run"])
     def resume(self, request, queryset):
-        count = sum(steering.project_resume(project=project).changed for project in queryset)
+        resumed = (steering.project_resume(project=p, trigger=Job.Trigger.ADMIN, user=request.user) for p in queryset)
+        count = sum(r.changed for r in resumed)
         self.message_user(request, f"{count} projects resumed.", messages.SUCCESS)
 
     @admin.action(

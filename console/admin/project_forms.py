@@ -136,6 +136,11 @@ class RuleSetInline(admin.StackedInline):
     extra = 0
     readonly_fields = ("version",)
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        from console.admin.scrape import spec_field_explained
+
+        return spec_field_explained(super().formfield_for_dbfield(db_field, request, **kwargs), db_field)
+
 
 class ProjectForm(forms.ModelForm):
     bulk_seeds = forms.CharField(

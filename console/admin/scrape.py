@@ -94,6 +94,23 @@ class RuleSetAdmin(ProjectScopedAdmin):
     list_filter = (PROJECT_FILTER, "enabled")
     readonly_fields = ("version",)
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        return spec_field_explained(super().formfield_for_dbfield(db_field, request, **kwargs), db_field)
+
+
+WATCHED_FIELDS_HELP = (
+    " The health monitors watch a rule set's required fields when it has any (a vanished optional field, "
+    'say price, raises nothing), and every field when none is required: list in "required" the fields '
+    "whose loss should alert."
+)
+
+
+def spec_field_explained(formfield, db_field):
+    """The rule set's spec field, whose help says which fields the monitors watch."""
+    if db_field.name == "spec" and formfield is not None:
+        formfield.help_text = f"{db_field.help_text}{WATCHED_FIELDS_HELP}"
+    return formfield
+
 
 SELECTOR_KINDS = [("css", "CSS"), ("xpath", "XPath")]
 MAX_VALUE_CHARS = 1000  # of one field's value in an item table

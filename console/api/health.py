@@ -3,28 +3,32 @@ monitors with their thresholds (changeable), and the alerts they raised."""
 
 import django_filters
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import serializers, viewsets
+from rest_framework.exceptions import ValidationError
 
 from console.health_models import Alert, Monitor
-from console.monitors import DEFAULTS, monitor_thresholds, thresholds_problem
+from console.monitors import DEFAULTS, monitor_problems, monitor_thresholds
+from console.rules import RULES
 
 from . import serializers as s
 from .filters import ProjectFilter
 from .permissions import ProjectScopedMixin
 
 
-class MonitorSerializer(serializers.ModelSerializer):
-    """A built-in monitor of a project. `thresholds` holds the overrides; `in_effect` the defaults
-    with them."""
+class MonitorSerializer(s.KnownFieldsOnly, serializers.ModelSerializer):
+    """A monitor of a project. Built in: `thresholds` holds the overrides, `in_effect` the defaults
+    with them. A rule of your own (POSTed, DELETEd): its kind, name, what it watches, its threshold
+    and its window in minutes."""
 
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = s.ProjectSlugField(help_text="Slug of its project.")
     in_effect = serializers.SerializerMethodField()
     defaults = serializers.SerializerMethodField()
 
     class Meta:
         model = Monitor
-        fields = ["id", "project", "kind", "enabled", "thresholds", "in_effect", "defaults", "cooldown_minutes"]
-        read_only_fields = ["id", "project", "kind", "in_effect", "defaults"]
+        fields = ["id", "project", "kind", "name", "enabled", "urgent", "thresholds", "watch", "threshold",
+                  "window_minutes", "in_effect", "defaults", "cooldown_minutes"]  # fmt: skip
+        read_only_fields = ["id", "in_effect", "defaults"]
 
     @extend_schema_field(serializers.DictField())
     def get_in_effect(self, monitor: Monitor) -> dict:
@@ -32,12 +36,22 @@ class MonitorSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.DictField())
     def get_defaults(self, monitor: Monitor) -> dict:
-        return DEFAULTS[monitor.kind]
+        return DEFAULTS.get(monitor.kind, {})
 
-    def validate_thresholds(self, value):
-        if problem := thresholds_problem(self.instance.kind, value):
-            raise serializers.ValidationError(problem)
-        return value
+    def validate(self, attrs: dict) -> dict:
+        if self.instance is not None:
+            moved = {f for f in ("project", "kind") if f in attrs and attrs[f] != getattr(self.instance, f)}
+            if moved:
+                raise serializers.ValidationError({f: "cannot be changed; make a new rule" for f in moved})
+        elif attrs.get("kind") not in RULES:
+            raise serializers.ValidationError(
+                {"kind": f"a rule of your own is one of {', '.join(RULES)} (the built-in ones exist already)"}
+            )
+        editable = [f for f in self.Meta.fields if f not in self.Meta.read_only_fields]
+        current = {f: getattr(self.instance, f) for f in editable} if self.instance is not None else {}
+        if problems := monitor_problems(Monitor(**(current | attrs))):
+            raise serializers.ValidationError(problems)
+        return attrs
 
 
 class AlertSerializer(serializers.ModelSerializer):
@@ -72,15 +86,11 @@ class AlertFilter(django_filters.FilterSet):
 
 @extend_schema_view(
     list=extend_schema(summary="List monitors (?project=<slug>, ?kind=)"),
+    create=extend_schema(summary="Make a rule of your own (kind, name, watch, threshold, window_minutes)"),
     partial_update=extend_schema(summary="Change a monitor's thresholds, cooldown or enabled"),
+    destroy=extend_schema(summary="Delete a rule of your own (the built-in monitors stay: disable one)"),
 )
-class MonitorViewSet(
-    ProjectScopedMixin,
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.UpdateModelMixin,
-    viewsets.GenericViewSet,
-):
+class MonitorViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     queryset = Monitor.objects.select_related("project").order_by("project_id", "kind")
     serializer_class = MonitorSerializer
     filterset_class = MonitorFilter
@@ -90,7 +100,14 @@ class MonitorViewSet(
         "retrieve": "console.view_monitor",
         "update": "console.change_monitor",
         "partial_update": "console.change_monitor",
+        "create": "console.add_monitor",
+        "destroy": "console.delete_monitor",
     }
+
+    def perform_destroy(self, instance: Monitor) -> None:
+        if instance.built_in:
+            raise ValidationError({"kind": "a built-in monitor cannot be deleted: set enabled to false"})
+        instance.delete()
 
 
 @extend_schema_view(list=extend_schema(summary="List alerts, newest first (?project=<slug>, ?open=true)"))

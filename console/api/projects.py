@@ -22,7 +22,7 @@ from console.warc import warc_response
 from console.workers import stage_warnings
 from crawl.models import Project, Seed
 from crawl.services.credentials import secrets_refusal
-from crawl.services.projects import project_get_or_create, seeds_add
+from crawl.services.projects import project_get_or_create
 
 from . import serializers as s
 from .filters import ProjectListFilter, SeedFilter
@@ -102,7 +102,7 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     def resume(self, request: Request, slug: str) -> Response:
         """Make the project (and its paused job) active again and republish its queued work."""
         project = self.get_object()
-        steering.project_resume(project=project)
+        steering.project_resume(project=project, trigger=Job.Trigger.API, user=request.user)
         return self._result(project, published=project_progress(project)["pending"])
 
     @extend_schema(
@@ -173,7 +173,12 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
             ),
             OpenApiParameter("what", enum=["assets", "items", "pages"], default="pages", description="Rows."),
             OpenApiParameter("kind", str, description="Only rows of this kind (items: page, rule:NAME, api, spider)."),
-            OpenApiParameter("job", int, description="Only the rows of this job (items: of the pages it fetched)."),
+            OpenApiParameter(
+                "job",
+                int,
+                description="Only what this job produced (items: whose data it extracted, even after a "
+                "later re-extract).",
+            ),
             OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only rows changed since this time."),
         ],
         responses={
@@ -246,7 +251,10 @@ class SeedViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         instance.delete()  # crawl/signals.py moves the project's change stamp
 
     def _enqueue(self, seed: Seed) -> None:
-        """A paused project keeps the new frontier row queued: resume publishes it."""
+        """An active project crawls the new frontier row as a job (its running one, or a new one); a
+        paused project keeps it queued: resume publishes it."""
         if not seed.active:
             return
-        seeds_add(project=seed.project, urls=[seed.url], kind=seed.kind)  # published when the project is active
+        steering.seeds_add_as_job(
+            project=seed.project, urls=[seed.url], kind=seed.kind, trigger=Job.Trigger.API, user=self.request.user
+        )

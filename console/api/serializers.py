@@ -77,11 +77,15 @@ class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     class Meta:
         model = Project
         exclude = ("bucket_tokens", "bucket_updated_at")
-        read_only_fields = ("status", "created_at", "rules_changed_at")
+        read_only_fields = ("created_at", "rules_changed_at")
         extra_kwargs = {
             # The list fields (patterns, hosts, media kinds, extensions, MIME types) bring their
             # validators from the model (crawl/validators.py), as the admin's form does.
             "slug": {"required": False, "help_text": "Short identifier used in URLs. Default: made from the name."},
+            "status": {
+                "help_text": "A new project is active (seeds added to it are crawled at once, as a job) or "
+                "paused (nothing is fetched until Start). Afterwards it changes through start, pause and resume."
+            },
             "recrawl_crontab": {"validators": [crontab_validator]},
             "concurrency": {"min_value": 1},
             "max_per_host": {"min_value": 1},
@@ -102,6 +106,17 @@ class ProjectSerializer(KnownFieldsOnly, serializers.ModelSerializer):
             f"The project {alike.name!r} (slug {alike.slug}) has this name but for case or punctuation: "
             "use it, or choose another name."
         )
+
+    def validate_status(self, status: str) -> str:
+        """Honoured when the project is created (active or paused); afterwards the status is the
+        steering's (start, pause, resume: they run the jobs), and sending it back unchanged is fine."""
+        if self.instance is None and status == Project.Status.STOPPED:
+            raise serializers.ValidationError("A new project is active or paused.")
+        if self.instance is not None and status != self.instance.status:
+            raise serializers.ValidationError(
+                "Change it with the project's start, pause or resume action (they run its jobs)."
+            )
+        return status
 
     def validate(self, attrs: dict) -> dict:
         """The model's own cross-field rules (one recrawl schedule, a valid crontab), on the would-be row."""

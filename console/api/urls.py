@@ -12,6 +12,7 @@ from .projects import ProjectViewSet, SeedViewSet
 from .results import AssetViewSet, FailureViewSet, ItemViewSet, PageViewSet
 from .sinks import SinkViewSet
 from .spider_versions import SpiderVersionActivateView, SpiderVersionDetailView, SpiderVersionListView
+from .targets import NotificationTargetViewSet
 
 router = DefaultRouter()
 router.register("projects", ProjectViewSet, basename="project")
@@ -20,6 +21,7 @@ router.register("jobs", JobViewSet, basename="job")
 router.register("sinks", SinkViewSet, basename="sink")
 router.register("monitors", MonitorViewSet, basename="monitor")
 router.register("alerts", AlertViewSet, basename="alert")
+router.register("notification-targets", NotificationTargetViewSet, basename="notification-target")
 router.register("pages", PageViewSet, basename="page")
 router.register("failures", FailureViewSet, basename="failure")
 router.register("items", ItemViewSet, basename="item")

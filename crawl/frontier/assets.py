@@ -79,11 +79,12 @@ def assets_insert(rows: list, *, done: bool = False) -> list[int]:
 
 
 def assets_ready(*, limit: int) -> list[tuple[int, int, str]]:
-    """(id, project_id, url) of up to `limit` queued assets due now, fair between projects (a
+    """(id, project_id, url) of up to `limit` queued assets due now, of active projects (a paused or
+    stopped one's wait for Start or Resume), fair between projects (a
     share by weight each, earliest due first, interleaved). Rows another claim holds locked are skipped
     (PostgreSQL), so claims running at once take different assets; the caller's transaction holds
     the locks until it leases them. Each share is one probe of the asset_ready index."""
-    return fair_rows(project_weights(), limit, _due_rows)
+    return fair_rows(project_weights(status=Project.Status.ACTIVE), limit, _due_rows)
 
 
 def _due_rows(project_id: int, offset: int, count: int) -> list[tuple[int, int, str]]:
@@ -95,9 +96,10 @@ def _due_rows(project_id: int, offset: int, count: int) -> list[tuple[int, int, 
 
 
 def assets_next_due() -> datetime | None:
-    """When the earliest queued asset is due (None: none waits): one index probe per project."""
+    """When the earliest queued asset of an active project is due (None: none waits): one index
+    probe per project."""
     model, first = MediaAsset, None
-    for project_id in project_weights():
+    for project_id in project_weights(status=Project.Status.ACTIVE):
         waiting = model.objects.filter(project_id=project_id, state=model.State.QUEUED, suspect=False)
         due = waiting.order_by("next_fetch_at").values_list("next_fetch_at", flat=True).first()
         first = due if first is None or (due is not None and due < first) else first
@@ -139,9 +141,10 @@ def assets_wake_more() -> None:
 def assets_claim(asset_ids: list[int], *, worker: str = "", token: uuid.UUID | None = None) -> tuple[uuid.UUID, list]:
     """Lease the due queued assets among asset_ids in the name of `worker`, under `token` when given
     (the host capacity booked for them is held under it); an expired lease goes back through the
-    reaper."""
+    reaper. Only an active project's: a paused or stopped one's wait."""
     model, now = MediaAsset, timezone.now()
-    claimable = Q(state=model.State.QUEUED, next_fetch_at__lte=now)
+    active = list(project_weights(status=Project.Status.ACTIVE))
+    claimable = Q(state=model.State.QUEUED, next_fetch_at__lte=now, project_id__in=active)
     holder = {"downloaded_by": lease_holder(worker)} if worker else {}
     return lease_claim(model, asset_ids, claimable=claimable, token=token, state=model.State.LEASED, **holder)
 

@@ -155,21 +155,25 @@ def pages_claim_for_fetch(
 
 
 def pages_claim_for_extract(page_ids: list[int], *, worker: str = "") -> tuple[uuid.UUID, list[Page]]:
-    """Lease fetched pages for extraction in the name of `worker` (the state stays `fetched`);
-    attempts count from the fetch."""
-    claimable = Q(state=FETCHED, attempts__lt=settings.CRAWL_MAX_ATTEMPTS, lease_token__isnull=True)
+    """Lease fetched pages of active projects for extraction in the name of `worker` (the state
+    stays `fetched`); attempts count from the fetch. A paused or stopped (cancelled) project's
+    fetched pages wait, as its queued ones do: Start or Resume publishes them."""
+    active = list(project_weights(status=Project.Status.ACTIVE))
+    claimable = Q(
+        state=FETCHED, attempts__lt=settings.CRAWL_MAX_ATTEMPTS, lease_token__isnull=True, project_id__in=active
+    )
     holder = {"extracted_by": lease_holder(worker)} if worker else {}
     return lease_claim(Page, page_ids, claimable=claimable, **holder)
 
 
 @transaction.atomic
 def pages_claim_ready_for_extract(*, limit: int, worker: str = "") -> tuple[uuid.UUID, list[Page]]:
-    """Lease up to `limit` fetched pages nobody holds, fair between projects (a share by weight
+    """Lease up to `limit` fetched pages nobody holds, of active projects, fair between projects (a share by weight
     each, highest priority first), in one short transaction: rows another claim holds locked are skipped
     (PostgreSQL), so claims running at once take different pages. A full batch wakes the stage
     again after the commit (more may be ready, for another worker process). Each share is one
     probe of the page_extract_ready index: the cost follows the batch, not the backlog."""
-    ids = fair_rows(project_weights(), limit, _extractable_ids)
+    ids = fair_rows(project_weights(status=Project.Status.ACTIVE), limit, _extractable_ids)
     if len(ids) >= limit:
         transaction.on_commit(lambda: stages.wake_stage(stages.EXTRACT))
     return pages_claim_for_extract(ids, worker=worker)

@@ -19,7 +19,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from core.tempfiles import clean_stale_temp
-from crawl.models import HostLease, MediaAsset, Page
+from crawl.models import HostLease, MediaAsset, Page, Project
 
 from . import stages
 from .assets import assets_next_due, pages_waiting_complete
@@ -180,9 +180,9 @@ def _republish_fetch(pages) -> int:
 
 def _republish_extract(pages) -> int:
     """The extract stage pulls fetched pages nobody holds: when any waits, a wake-up is booked (a
-    lost one is stale after seconds, so this sends a new one). Its suspects whose message was lost
-    are sent again, one per message. Returns suspects sent."""
-    unleased = pages.filter(state=Page.State.FETCHED, lease_token__isnull=True)
+    lost one is stale after seconds, so this sends a new one); a paused or stopped project's wait.
+    Its suspects whose message was lost are sent again, one per message. Returns suspects sent."""
+    unleased = pages.filter(state=Page.State.FETCHED, lease_token__isnull=True, project__status=Project.Status.ACTIVE)
     if unleased.filter(suspect=False).exists():
         stages.wake_stage(stages.EXTRACT)
     return _republish(unleased.filter(suspect=True), stages.publish_extract)

@@ -32,6 +32,11 @@ class Project(models.Model):
         PAUSED = "paused", "paused"
         STOPPED = "stopped", "stopped (its job was cancelled; the recrawl schedule still runs)"
 
+    class JobEndNotice(models.TextChoices):
+        OFF = "off", "never"
+        FAILURES = "failures", "when a job fails"
+        ALL = "all", "when any job ends"
+
     class RecrawlMode(models.TextChoices):
         DUE = "due", "revisit what is due"
         ALL = "all", "recrawl everything"
@@ -101,6 +106,13 @@ class Project(models.Model):
     )
     allow_private = models.BooleanField(
         default=False, help_text="Allow loopback and private addresses (intranet crawls, tests)."
+    )
+    notify_job_end = models.CharField(
+        max_length=10,
+        choices=JobEndNotice.choices,
+        default=JobEndNotice.FAILURES,
+        help_text="Tell the notification targets (and webhook sinks) when a job ends: its pages, items, "
+        "assets, errors, duration and a link.",
     )
     spider = models.CharField(
         max_length=100,
@@ -547,9 +559,13 @@ class PageVersion(models.Model):
     size = models.PositiveIntegerField(null=True, blank=True)
     title = models.TextField(blank=True, default="")
     text = models.TextField(blank=True, default="", help_text="The visible text of that version (for diffs).")
+    job_id = models.BigIntegerField(null=True, blank=True, help_text="The job that fetched and extracted it.")
 
     class Meta:
-        indexes = [models.Index(fields=["page", "fetched_at"], name="version_page_time")]
+        indexes = [
+            models.Index(fields=["page", "fetched_at"], name="version_page_time"),
+            models.Index(fields=["job_id"], name="version_job", condition=Q(job_id__isnull=False)),
+        ]
         ordering = ["fetched_at", "id"]
 
     def __str__(self) -> str:

@@ -49,6 +49,7 @@ def versions_record(changed: list[tuple[Page, dict, str]]) -> None:
                 text_hash=values["text_hash"],
                 size=page.content_length,
                 title=values.get("title", ""),
+                job_id=page.job_id,
             )
             for page, values, text in changed
         ]

@@ -127,10 +127,12 @@ def test_it_creates_reads_updates_and_deletes_a_project(api):
     assert created.json()["status"] == "active"
     assert api.get("/api/projects/big-shop/").json()["max_depth"] == 3
 
-    updated = api.patch("/api/projects/big-shop/", {"max_depth": 5, "status": "paused"}, format="json")
-    assert updated.status_code == 200
+    updated = api.patch("/api/projects/big-shop/", {"max_depth": 5, "status": "active"}, format="json")
+    assert updated.status_code == 200, "the status sent back unchanged is fine"
     project = Project.objects.get(slug="big-shop")
     assert (project.max_depth, project.status, project.request_headers) == (5, "active", {"X-A": "1"})
+    refused = api.patch("/api/projects/big-shop/", {"status": "paused"}, format="json")
+    assert refused.status_code == 400 and "pause" in refused.json()["status"][0], "never silently ignored"
 
     assert api.delete("/api/projects/big-shop/").status_code == 204
     assert api.get("/api/projects/big-shop/").status_code == 404
@@ -422,7 +424,9 @@ def test_it_pauses_and_resumes_a_project(api, shop, broker, django_capture_on_co
     assert Project.objects.get(id=shop.id).status == "paused"
     with django_capture_on_commit_callbacks(execute=True):
         resumed = api.post("/api/projects/shop/resume/").json()
-    assert resumed == {"project": "shop", "status": "active", "job": None, "published": 2}
+    job = Job.objects.get(project=shop)
+    assert resumed == {"project": "shop", "status": "active", "job": job.id, "published": 2}, "its owed work is a job"
+    assert (job.kind, job.trigger) == ("crawl", "api")
     assert Project.objects.get(id=shop.id).status == "active"
     assert fetch_queue_length() == 1  # one batch for the host's two pages
 

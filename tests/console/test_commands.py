@@ -11,6 +11,7 @@ from django.core.management import call_command, get_commands, load_command_clas
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from console.models import Job
 from console.selectors import broker_queue_lengths
 from core.canonical import url_key
 from crawl.frontier.pages import pages_claim_for_fetch
@@ -60,7 +61,8 @@ def test_addseeds_adds_and_publishes_good_urls_and_reports_refused_ones(transact
     out, err = manage(
         "addseeds", "seeds", "http://93.184.215.14/", "ftp://example.com/x", "http://127.0.0.1:9/", "http://8.8.8.8/a"
     )
-    assert out.strip() == "seeds: added 2 seeds (2 new frontier rows), refused 2"
+    job = Job.objects.get(project=project)
+    assert out.strip() == f"seeds: added 2 seeds (2 new frontier rows, crawled as job {job.id}), refused 2"
     assert "refused seed ftp://example.com/x: blocked_scheme" in err
     assert "refused seed http://127.0.0.1:9/: blocked_address" in err
     assert set(project.seeds.values_list("url", flat=True)) == {"http://93.184.215.14/", "http://8.8.8.8/a"}
@@ -78,7 +80,8 @@ def test_addseeds_reads_a_file_of_urls_with_a_kind(db, broker, tmp_path):
         "# feeds to follow\nhttp://127.0.0.1:8001/feed.xml\n\nhttp//not a url\nhttp://127.0.0.1:8002/rss\n"
     )
     out, err = manage("addseeds", "feeds", "--file", str(listing), "--kind", "feed")
-    assert out.strip() == "feeds: added 2 seeds (2 new frontier rows), refused 1"
+    job = Job.objects.get(project__slug="feeds")
+    assert out.strip() == f"feeds: added 2 seeds (2 new frontier rows, crawled as job {job.id}), refused 1"
     assert re.search(r"refused seed http//not a url: invalid_url: ", err)
     seeds = Seed.objects.filter(project__slug="feeds")
     assert sorted(seeds.values_list("url", "kind")) == [

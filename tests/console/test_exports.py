@@ -7,16 +7,19 @@ import io
 import json
 import os
 import tempfile
+import zlib
 from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from console.exports import export_response, export_rows, write_csv
-from crawl.models import MediaAsset, Page, PageAsset
+from console.exports import ExportFilter, export_response, export_rows, write_csv
+from console.models import Job
+from crawl.models import MediaAsset, Page, PageAsset, PageContent, Project
 from crawl.services.projects import project_get_or_create
 from scrape.models import Item
+from scrape.services import pages_extract, pages_reextract
 
 
 def test_it_exports_every_asset_with_its_pages_across_chunk_boundaries(db):
@@ -41,13 +44,15 @@ def items_project():
     first, second = Page.objects.bulk_create(
         [Page(project=project, url=f"http://a.test/{n}", url_key=f"{n:064d}", host="a.test", job_id=n) for n in (1, 2)]
     )
-    Item.objects.create(project=project, page=first, kind="page", data={"title": "First"})
+    Item.objects.create(project=project, page=first, kind="page", data={"title": "First"}, job_id=1)
     Item.objects.create(
-        project=project, page=first, kind="rule:product",
+        project=project, page=first, kind="rule:product", job_id=1,
         data={"name": "Kettle", "price": 25, "tags": ["tea", "steel"], "url": "/kettle"},
     )  # fmt: skip
-    Item.objects.create(project=project, page=second, kind="page", data={"title": "Second"})
-    Item.objects.create(project=project, page=second, kind="rule:product", data={"name": "=HYPERLINK(1)", "sku": "T2"})
+    Item.objects.create(project=project, page=second, kind="page", data={"title": "Second"}, job_id=2)
+    Item.objects.create(
+        project=project, page=second, kind="rule:product", data={"name": "=HYPERLINK(1)", "sku": "T2"}, job_id=2
+    )
     Item.objects.filter(page=second).update(updated_at=timezone.now() + timedelta(hours=1))
     return project
 
@@ -103,6 +108,32 @@ def test_exports_are_filtered_by_kind_job_and_time(db, admin_client):
     assert bad.status_code == 400 and "since" in bad.json()
     with pytest.raises(CommandError, match="--since: 'yesterday' is not a time"):
         export_command("--what", "items", "--since", "yesterday")
+
+
+def test_the_export_of_a_job_holds_what_it_produced_after_a_later_reextract(db, admin_client):
+    """Issue 47, point 13: items and page versions keep the job that produced them, so `job=N`
+    exports the first crawl's pages and items again after a re-extract by a later job (it held
+    only a header); the re-extract, which found the same data, produced no item."""
+    project = project_get_or_create(name="shop")
+    crawl, reextract = (Job.objects.create(project=project, kind=kind) for kind in ("crawl", "reextract"))
+    page = Page.objects.create(
+        project=project, url="http://a.test/1", url_key="1" * 64, host="a.test", state="fetched",
+        status_code=200, content_type="text/html",
+    )  # fmt: skip
+    PageContent.objects.create(page=page, headers={}, body=zlib.compress(b"<title>Kettle</title><p>A kettle.</p>"))
+    for job, run in ((crawl, lambda: None), (reextract, lambda: pages_reextract(project=project))):
+        Project.objects.filter(id=project.id).update(job_id=job.id)  # the job the claims stamp
+        run()
+        pages_extract(page_ids=[])
+    assert Page.objects.get(id=page.id).job_id == reextract.id
+
+    def exported(what: str, job: Job) -> list[str]:
+        response = admin_client.get("/api/projects/shop/export/", {"what": what, "job": job.id})
+        return [json.loads(line)["url"] for line in b"".join(response.streaming_content).decode().splitlines()]
+
+    assert exported("items", crawl) == ["http://a.test/1"] == exported("pages", crawl)
+    assert exported("items", reextract) == [], "it found the same data: the crawl's item"
+    assert [r["url"] for r in export_rows(project, "items", ExportFilter(job=crawl.id))] == ["http://a.test/1"]
 
 
 def test_it_writes_text_that_starts_like_a_formula_behind_a_quote():

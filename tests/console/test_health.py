@@ -109,7 +109,7 @@ def test_the_api_reads_health_and_an_operator_changes_thresholds(project, api, m
     assert api.get("/api/projects/watched/health/?hours=abc").status_code == 400
 
     monitor = api.get("/api/monitors/?project=watched&kind=site_down").json()["results"][0]
-    assert monitor["in_effect"] == {"minutes": 10, "min_failures": 3}
+    assert monitor["in_effect"] == {"minutes": 3, "min_failures": 3}
     refused = api.patch(f"/api/monitors/{monitor['id']}/", {"thresholds": {"minute": 5}}, format="json")
     assert refused.status_code == 400 and "no threshold 'minute'" in str(refused.json())
     changed = api.patch(f"/api/monitors/{monitor['id']}/", {"thresholds": {"minutes": 5}}, format="json")

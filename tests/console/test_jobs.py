@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import uuid
+import zlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+import crawlhub
 from console import jobs, steering
 from console.beat import scheduler_heartbeat
 from console.dashboard import dashboard_snapshot, overview_snapshot
@@ -28,12 +30,15 @@ from console.job_runs import job_start
 from console.management.commands.crawl import Command as CrawlCommand
 from console.models import Job, JobLogEntry, WorkerBeat
 from console.selectors import project_progress
+from crawl.frontier.assets import assets_claim, assets_ready
+from crawl.frontier.pages import pages_claim_for_fetch
 from crawl.frontier.reaper import reap
 from crawl.frontier.stages import job_scope, publish_extract
-from crawl.models import MediaAsset, Page, Project, Seed
+from crawl.models import MediaAsset, Page, PageContent, Project, Seed
 from crawlproject.celery import app
+from scrape.services import pages_extract
 from tests.conftest import beat_stop, last_json_line, run_manage
-from tests.console.test_admin_console import add_page
+from tests.console.test_admin_console import add_form_data, add_page
 from tests.helpers import wait_until
 
 T = Job.Trigger.COMMAND
@@ -173,6 +178,75 @@ def test_pause_resume_and_cancel_keep_the_rows(project):
     assert not steering.job_cancel(job=job), "an ended job cannot be cancelled"
     restarted, _ = steering.crawl_start(project=project, trigger=T)
     assert restarted.id != job.id and Project.objects.get(id=project.id).status == "active"
+
+
+def test_seeds_added_at_every_door_are_crawled_as_a_job(admin_client, broker):
+    """Issue 47, point 11: every fetch belongs to a job. Seeds added to an active project (a new
+    one is active) through the API, the admin, the addseeds command or the Python API open a job
+    (or join the running one), listed in jobs/?project= and ended by the job machinery; a project
+    created "paused" stays paused and crawls nothing until Start, which runs a job."""
+    created = admin_client.post(
+        "/api/projects/", {"name": "doors", "allow_private": True}, content_type="application/json"
+    )
+    assert created.status_code == 201 and created.json()["status"] == "active"
+
+    def added(door, slug: str = "doors") -> Job:
+        door()
+        (page,) = Page.objects.filter(project__slug=slug, job_id=None)
+        _token, claimed = pages_claim_for_fetch([page.id])
+        job = Job.objects.get(id=Project.objects.get(slug=slug).job_id)
+        assert [p.job_id for p in claimed] == [job.id], "the fetch belongs to the job"
+        Page.objects.filter(id=page.id).update(state="done")
+        jobs.jobs_tick()
+        job.refresh_from_db()
+        assert (job.kind, job.state) == ("crawl", "succeeded"), "the machinery ends it when nothing is owed"
+        return job
+
+    seed = {"project": "doors", "url": "http://127.0.0.1:9/api"}
+    api = added(lambda: admin_client.post("/api/seeds/", seed, content_type="application/json"))
+    command = added(lambda: call_command("addseeds", "doors", "http://127.0.0.1:9/cmd", stdout=io.StringIO()))
+    python = added(lambda: crawlhub.add_seeds(Project.objects.get(slug="doors"), ["http://127.0.0.1:9/py"]))
+    listed = admin_client.get("/api/jobs/", {"project": "doors"}).json()
+    listed = listed["results"] if isinstance(listed, dict) else listed
+    assert sorted((j["id"], j["trigger"]) for j in listed) == [
+        (api.id, "api"),
+        (command.id, "command"),
+        (python.id, "command"),
+    ]
+    data = add_form_data(admin_client.get("/admin/crawl/project/add/"))
+    data |= {"name": "pasted", "slug": "pasted", "allow_private": "on", "bulk_seeds": "http://127.0.0.1:9/admin"}
+    assert added(lambda: admin_client.post("/admin/crawl/project/add/", data), "pasted").trigger == "admin"
+
+    paused = admin_client.post("/api/projects/", {"name": "held", "status": "paused"}, content_type="application/json")
+    assert paused.status_code == 201 and paused.json()["status"] == "paused"
+    held = Project.objects.get(slug="held")
+    admin_client.post("/api/seeds/", {"project": "held", "url": "http://a.test/"}, content_type="application/json")
+    (page,) = Page.objects.filter(project=held)
+    assert (pages_claim_for_fetch([page.id])[1], Job.objects.filter(project=held).count()) == ([], 0)
+    job, _ = steering.crawl_start(project=held, trigger=T)
+    assert [p.job_id for p in pages_claim_for_fetch([page.id])[1]] == [job.id]
+
+
+def test_a_cancelled_job_leaves_its_fetched_pages_and_assets_owed(project):
+    """Issue 47, point 15: after Cancel no stage hands out the job's work, extraction and downloads
+    included: its fetched page is not extracted and marked done under it, and its message and
+    figures say what it left; Start extracts it as the next job."""
+    job, _ = steering.crawl_start(project=project, trigger=T)
+    fetched = add_page(project, "http://a.test/f", "fetched", status_code=200, content_type="text/html")
+    PageContent.objects.create(page=fetched, headers={}, body=zlib.compress(b"<title>F</title><p>f</p>"))
+    asset = MediaAsset.objects.create(project=project, url="http://a.test/i.jpg", url_key="1" * 64)
+    stamp(job, fetched, add_page(project, "http://a.test/d", "done"))
+    assert steering.job_cancel(job=job)
+    job.refresh_from_db()
+    assert "1 pages left owed" in job.message and job.stats["pages_done"] == 1
+    pages_extract(page_ids=[])
+    pages_extract(page_ids=[fetched.id])
+    assert Page.objects.get(id=fetched.id).state == "fetched", "a cancelled job extracts nothing more"
+    assert assets_ready(limit=10) == [] and assets_claim([asset.id])[1] == []
+    assert jobs.job_counts(job)["pages_done"] == job.stats["pages_done"] == 1, "its figures stay true"
+    again, _ = steering.crawl_start(project=project, trigger=T)
+    pages_extract(page_ids=[])
+    assert Page.objects.values_list("state", "job_id").get(id=fetched.id) == ("done", again.id)
 
 
 def test_task_messages_carry_the_job(project, broker):
@@ -364,7 +438,7 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
     settled = fetched.count()
     claimed = fetch_wakeup_claims(workers.log_dir / "fetch.log")
     assert (claimed, fetched.count()) == (0, settled), (
-        "a cancelled job fetches nothing more (what it fetched is still extracted)"
+        "a cancelled job fetches nothing more (what it fetched waits, owed)"
     )
     assert Page.objects.filter(project=project, state="queued").exists(), "its owed work waits"
 

@@ -163,7 +163,9 @@ def test_a_site_going_offline_alerts_once_and_recovers_once(workers, worker_env)
             back = wait_for(lambda: receiver.messages("recovered"), "the site's recovery")
             settled(receiver)
     assert len(back) == 1 and "site down" in back[0]["title"]
-    assert len(receiver.messages("is down")) == 2, "one alert, one recovery"
+    assert len(receiver.messages("site down")) == 2, "one alert, one recovery"
+    assert "back to normal after" in back[0]["message"]
+    assert "is down" not in back[0]["message"] and "errors_by_code" not in back[0]["message"], "not the failing figures"
 
 
 def test_a_failed_job_alerts_once_with_a_failing_url_and_recovers_with_the_next_good_job(workers, worker_env):
@@ -176,7 +178,7 @@ def test_a_failed_job_alerts_once_with_a_failing_url_and_recovers_with_the_next_
             ["crawl", f"{server.url}/gone.html", "--workers", "0", "--project", project.slug], worker_env
         )
         assert Job.objects.get(project=project).state == Job.State.FAILED, failed.stdout + failed.stderr
-        fired = wait_for(lambda: receiver.messages("job"), "the failed-job alert")
+        fired = wait_for(lambda: receiver.messages("job failed ("), "the failed-job alert")
         assert len(fired) == 1
         assert "job watch" in fired[0]["title"] and f"{server.url}/gone.html" in fired[0]["message"]
 
@@ -185,4 +187,4 @@ def test_a_failed_job_alerts_once_with_a_failing_url_and_recovers_with_the_next_
         back = wait_for(lambda: receiver.messages("recovered"), "the recovery")
         settled(receiver)
     assert len(back) == 1 and "job failed" in back[0]["title"]
-    assert len(receiver.messages("job")) == 2
+    assert len(receiver.messages("job failed")) == 2

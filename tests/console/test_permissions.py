@@ -89,6 +89,7 @@ def test_the_roles_are_groups_kept_in_step_with_the_code():
     assert not {"console.run_project", "crawl.change_project", NETWORK} & perms["viewer"]
     operator_extra = {"console.run_project", "console.export_results", "console.try_url", "crawl.add_seed"}
     operator_extra.add("console.change_monitor")  # operators tune the monitors' thresholds
+    operator_extra |= {"console.add_monitor", "console.delete_monitor"}  # and make rules of their own
     assert perms["operator"] == perms["viewer"] | operator_extra
     assert {NETWORK, "crawl.change_project", "crawl.delete_project", "sinks.add_sink"} <= perms["admin"]
     assert "console.view_all_projects" not in perms["admin"], "seeing every team's projects is given on purpose"

@@ -241,6 +241,8 @@ QUIET_COMMANDS = {
     "addseeds": "prints the seeds it was given and counts",
     "bench": "runs on its own synthetic site",
     "debugger": "prints a draft spider's items, requests and log lines (no headers, cookies or settings)",
+    "deploy": "prints version numbers, hashes, authors and messages (the source is code, shown to every role)",
+    "spider": "prints the checks' item differences: items are no secret",
     "crawl": "prints counts and the crawl summary (_crawl_summary: a sink's last error, masked at the source)",
     "pause": "prints a count",
     "resume": "prints a count",

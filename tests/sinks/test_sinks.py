@@ -6,6 +6,7 @@ import io
 import json
 import os
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,9 @@ from django.conf import settings
 
 from console.management.commands import sinks as sinks_command  # noqa: F401 - the command module loads
 from core.storage import list_keys, open_object
-from crawl.models import Project
+from crawl.models import Page, PageContent, Project
 from scrape.models import Item
+from scrape.services import pages_extract
 from sinks.delivery import sink_counts, sinks_offer
 from sinks.kinds import writer_for
 from sinks.models import Sink, SinkDelivery
@@ -113,6 +115,26 @@ def test_offered_records_are_queued_once_per_sink_and_type(db):
     assert sinks_offer(project.id, offered) == 5
     assert sinks_offer(project.id, offered) == 0, "a record a sink already has is not queued again"
     assert sink_counts(items_only)["pending"] == 2 and sink_counts(with_pages)["pending"] == 3
+
+
+def test_a_page_whose_text_reverts_gets_a_record_for_every_version(db):
+    """Issue 47, point 12: a page whose text goes A -> B -> A gets three page records (the third
+    was never delivered: its key was the first's); extracting a version again adds none."""
+    project = Project.objects.create(name="revert", slug="revert")
+    sink = Sink.objects.create(project=project, name="pages", kind="file", items=False, pages=True)
+    page = Page.objects.create(
+        project=project, url="http://a.test/", url_key="a" * 64, host="a.test", status_code=200,
+        content_type="text/html",
+    )  # fmt: skip
+    PageContent.objects.create(page=page, headers={"content-type": "text/html"}, body=b"")
+    for text in ("A", "B", "A", "A"):
+        body = zlib.compress(f"<title>{text}</title><p>The text is {text}.</p>".encode())
+        PageContent.objects.filter(page=page).update(body=body)
+        Page.objects.filter(id=page.id).update(state="fetched", lease_token=None)  # as a refetch leaves it
+        pages_extract(page_ids=[page.id])
+    records = SinkDelivery.objects.filter(sink=sink).order_by("id").values_list("record", flat=True)
+    assert [r["title"] for r in records] == ["A", "B", "A"], "one record per version, the revert too"
+    assert [r["version"] for r in records] == [1, 2, 3]
 
 
 @pytest.mark.integration

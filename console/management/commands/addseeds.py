@@ -6,15 +6,18 @@ from django.core.management.base import BaseCommand, CommandError
 
 from console.management.commands._progress import tracked
 from console.management.commands._project import project_arg
+from console.models import Job
+from console.steering import seeds_add_as_job
 from crawl.models import Project, Seed
-from crawl.services.projects import seed_problem, seeds_add
+from crawl.services.projects import seed_problem
 
 
 class Command(BaseCommand):
     help = (
-        "Add seeds to a project and queue them for fetching (published now when the project is active, "
-        "else when it resumes). Each URL is checked first (a crawlable URL, a host with a public address "
-        "unless the project allows private ones); refused URLs are reported with the reason and not added. "
+        "Add seeds to a project and queue them for fetching (crawled now as a job when the project is "
+        "active: its running job, else a new one; else when it resumes or starts). Each URL is checked first "
+        "(a crawlable URL, a host with a public address unless the project allows private ones); "
+        "refused URLs are reported with the reason and not added. "
         "Fails when every URL is refused."
     )
 
@@ -37,9 +40,12 @@ class Command(BaseCommand):
         if not accepted:
             raise CommandError(f"all {len(urls)} seeds refused; nothing added")
         before = project.seeds.count()
-        new_ids = seeds_add(project=project, urls=accepted, kind=opts["kind"])  # published when active
+        job, new_ids = seeds_add_as_job(project=project, urls=accepted, kind=opts["kind"], trigger=Job.Trigger.COMMAND)
         added, refused = project.seeds.count() - before, len(urls) - len(accepted)
-        self.stdout.write(f"{project.slug}: added {added} seeds ({len(new_ids)} new frontier rows), refused {refused}")
+        crawled = f", crawled as job {job.id}" if job is not None and new_ids else ""
+        self.stdout.write(
+            f"{project.slug}: added {added} seeds ({len(new_ids)} new frontier rows{crawled}), refused {refused}"
+        )
 
     def _checked(self, project: Project, urls: list[str]) -> list[str]:
         """The URLs seed_problem accepts; each refused one is reported on stderr with its reason."""

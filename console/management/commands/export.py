@@ -48,7 +48,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--kind", help="only rows of this kind (items: page, rule:<name>, api, spider; pages: page, sitemap, feed)"
         )
-        parser.add_argument("--job", type=int, help="only the rows of this job (items: of the pages it fetched)")
+        parser.add_argument("--job", type=int, help="only what this job produced (items: whose data it extracted)")
         parser.add_argument("--since", help="only rows changed since this time (ISO 8601, UTC unless a zone is given)")
 
     def handle(self, *args, **opts):

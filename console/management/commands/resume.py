@@ -19,7 +19,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         project = project_arg(opts["project"])
         job = jobs.job_current(project)
-        resumed = steering.project_resume(project=project)
+        resumed = steering.project_resume(project=project, trigger=Job.Trigger.COMMAND)
         if job is not None and job.state == Job.State.PAUSED:
             self.stdout.write(f"{project.slug}: job {job.id} resumed")
             return

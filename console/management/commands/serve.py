@@ -55,6 +55,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if not 1 <= opts["port"] <= 65535:
             raise CommandError("--port must be from 1 to 65535")
+        console_base_url_default(opts["host"], opts["port"])
         # Ctrl-C and SIGTERM stop it all, also where SIGINT came ignored (started as a background job)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _interrupt)
@@ -163,6 +164,16 @@ class Command(BaseCommand):
                 if child is not web and child.poll() is not None:
                     raise CommandError(f"celery beat exited ({child.returncode}); see var/log/serve-beat.log")
             time.sleep(1)
+
+
+def console_base_url_default(host: str, port: int) -> str:
+    """The address alert links point at: CONSOLE_BASE_URL when set, else this server's own
+    (--host, --port), set in the environment the workers, beat and web server start with."""
+    if not os.environ.get("CONSOLE_BASE_URL"):
+        shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::", "") else host
+        os.environ["CONSOLE_BASE_URL"] = f"http://{shown}:{port}"
+        settings.CONSOLE_BASE_URL = os.environ["CONSOLE_BASE_URL"]
+    return os.environ["CONSOLE_BASE_URL"]
 
 
 def _interrupt(signum, frame) -> None:

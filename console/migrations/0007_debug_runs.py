@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('console', '0005_job_spider_version'),
+        ('console', '0006_monitor_rules_quiet_hours_job_notices'),
         ('crawl', '0015_project_config_changed_at'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
