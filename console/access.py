@@ -17,6 +17,7 @@ from crawl.services.credentials import holds_secrets
 
 ALL_PROJECTS = "console.view_all_projects"
 NETWORK = "console.change_network_settings"
+SPIDER_CODE = "scrape.deploy_spider"  # deploying or editing a spider's code (admins by default)
 # What each action needs, besides seeing the project.
 PERMISSIONS = {
     "view": "crawl.view_project",
@@ -28,6 +29,7 @@ PERMISSIONS = {
     "try": "console.try_url",
     "network": NETWORK,
     "add_seed": "crawl.add_seed",
+    "code": SPIDER_CODE,
 }
 # Settings that reach into networks or run code: changing them needs NETWORK. Any field a later
 # migration adds with "network" in its name (allowed networks) is one too.

@@ -18,6 +18,7 @@ from console.workers import queues_consumed
 from crawl.frontier.stages import PAGE_PENDING_STATES
 from crawl.models import Host, Page, Project
 from crawlproject.queues import FETCH, RENDER, STAGES
+from scrape.models import Item
 from sinks.delivery import sink_last_error
 from sinks.models import Sink
 
@@ -134,7 +135,7 @@ def _compare(project, kind: str, metric: str, recent: dict, base: dict, t: dict,
     was = f"{base_value:.2f}" if metric == "items" else f"{base_value:.0%}"
     return {
         subject: Finding(
-            f"{project.name}: template changed? rule set {name}: {what} {shown} over the last {recent['pages']} "
+            f"{project.name}: template changed? {_maker(kind)}: {what} {shown} over the last {recent['pages']} "
             f"pages, against {was} before",
             {
                 "rule_set": name,
@@ -144,9 +145,34 @@ def _compare(project, kind: str, metric: str, recent: dict, base: dict, t: dict,
                 "baseline": round(base_value, 4),
                 "pages": recent["pages"],
                 "baseline_pages": base["pages"],
+                "sample_pages": _sample_pages(project, kind, metric),
             },
         )
     }
+
+
+def _maker(kind: str) -> str:
+    """What makes items of this kind, in the alert's words: "rule set products", "the spider"."""
+    return f"rule set {kind.removeprefix('rule:')}" if kind.startswith("rule:") else f"the {kind}"
+
+
+SAMPLES = 5  # pages of a template-change alert, to open in the debugger
+
+
+def _sample_pages(project: Project, kind: str, metric: str) -> list[int]:
+    """Ids of the newest pages whose items of `kind` lack the field (for "items": that have none)."""
+    items = Item.objects.filter(project_id=project.id, kind=kind).order_by("-updated_at")
+    if metric == "items":
+        pages = Page.objects.filter(project=project, state="done").exclude(items__kind=kind).order_by("-fetched_at")
+        return list(pages.values_list("id", flat=True)[:SAMPLES])
+    name = metric.removeprefix("field:")
+    found: list[int] = []
+    for page_id, data in items.values_list("page_id", "data")[: SAMPLES * 20].iterator():
+        if isinstance(data, dict) and data.get(name) in (None, "", [], {}) and page_id not in found:
+            found.append(page_id)
+        if len(found) == SAMPLES:
+            break
+    return found
 
 
 def job_failed(project: Project, t: dict, now: datetime, open_alerts: dict) -> dict:

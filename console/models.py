@@ -161,4 +161,5 @@ class ProjectAccess(models.Model):
         return f"{self.project} owned by {self.user or self.group}"
 
 
+from console.debug_models import DebugRun  # noqa: E402, F401
 from console.health_models import Alert, HealthCounter, Monitor, NotificationTarget  # noqa: E402, F401

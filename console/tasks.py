@@ -25,6 +25,14 @@ def monitors_tick_task() -> dict:
     return monitors_tick()
 
 
+@shared_task(name="console.debug_run", soft_time_limit=240, time_limit=300)
+def debug_run_task(run_id: int) -> str:
+    """The debugger's run: the draft's code runs in a child process with its own, shorter limits."""
+    from console.debugger import debug_run_execute
+
+    return debug_run_execute(run_id)
+
+
 @shared_task(name="console.job_ended", soft_time_limit=100, time_limit=120)
 def job_ended_task(job_id: int) -> bool:
     from console.job_notices import job_end_announce

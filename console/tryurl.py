@@ -76,8 +76,8 @@ def try_url(url: str, *, project: Project | None = None, allow_private: bool = F
     except InvalidURL as exc:
         return Trial(url=url, error=f"{exc.code}: {exc}")
     page, request_from = _trial_page(project, canonical)
-    trial = Trial(url=canonical, robots=_robots(project, canonical))
-    response, trial.fetch = _fetch(project, page)
+    trial = Trial(url=canonical, robots=robots_decision(project, canonical))
+    response, trial.fetch = trial_fetch(project, page)
     trial.fetch |= {"request_from": request_from, "depth": page.depth, "kind": page.kind}
     trial.status_code, trial.headers = response.status_code, response.headers
     if response.error_code:
@@ -111,7 +111,7 @@ def _trial_page(project: Project, canonical: str) -> tuple[Page, str]:
     return page, "seed"
 
 
-def _fetch(project: Project, page: Page) -> tuple[FetchResponse, dict]:
+def trial_fetch(project: Project, page: Page) -> tuple[FetchResponse, dict]:
     """The crawl's fetch of the page, with the project's session (read, never written here):
     rendered in headless Chromium for a render_js project, else build_request through the guarded
     client."""
@@ -129,7 +129,7 @@ def _fetch(project: Project, page: Page) -> tuple[FetchResponse, dict]:
     return response, {"method": request.method, "body_bytes": len(request.body or b""), "rendered": False}
 
 
-def _robots(project: Project, url: str) -> str:
+def robots_decision(project: Project, url: str) -> str:
     """robots.txt's decision on the page, read through the crawl's cache as the fetch stage reads it."""
     if not project.obey_robots:
         return "not obeyed by this project"

@@ -7,6 +7,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from console.admin.debugger import debugger_view, rendered_view
 from console.admin.scrape import try_url_view
 from console.dashboard import dashboard_data, dashboard_view, overview_control, overview_data
 
@@ -18,6 +19,8 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/dashboard/", permanent=False)),
     path("favicon.ico", RedirectView.as_view(url=static("console/favicon.svg"), permanent=True)),  # browsers ask
     path("admin/tryurl/", admin.site.admin_view(try_url_view), name="admin-tryurl"),
+    path("admin/debugger/", admin.site.admin_view(debugger_view), name="admin-debugger"),
+    path("admin/debugger/<int:run_id>/rendered/", admin.site.admin_view(rendered_view), name="admin-debugger-rendered"),
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/dashboard/data/", admin.site.admin_view(dashboard_data), name="admin-dashboard-data"),
     path("admin/dashboard/overview/", admin.site.admin_view(overview_data), name="admin-overview-data"),

@@ -65,6 +65,7 @@ TASK_ROUTES = {
     "console.prune": {"queue": CONTROL},
     "console.monitors_tick": {"queue": CONTROL},
     "scrape.deliver": {"queue": EXTRACT},  # result sinks: their I/O beside extraction, never in its way
+    "console.debug_run": {"queue": EXTRACT},  # the debugger's draft code runs where extraction does
     "scrape.sinks_tick": {"queue": CONTROL},
 }
 

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_ace",  # the console's code editor (Ace), its files served from here: no CDN
     "crawl",
     "scrape",
     "media",
@@ -369,6 +370,10 @@ CRAWL_REFUSED_SERVICES = env.list(
 )
 # Python modules whose @register'ed spiders projects can name (scrape/spiders.py).
 CRAWL_SPIDER_MODULES = env.list("CRAWL_SPIDER_MODULES", default=["scrape.example_spiders"])
+# The spider debugger runs draft code in a worker's child process under these limits (scrape/sandbox.py).
+CRAWL_DEBUG_SECONDS = env.float("CRAWL_DEBUG_SECONDS", default=20)
+CRAWL_DEBUG_MEMORY_MB = env.int("CRAWL_DEBUG_MEMORY_MB", default=1024)
+CRAWL_DEBUG_STORED_PAGES = env.int("CRAWL_DEBUG_STORED_PAGES", default=30)  # "run on stored pages": the last N
 CRAWL_DEFAULT_USER_AGENT = env.str(
     "CRAWL_DEFAULT_USER_AGENT", default="crawlhub/0.1 (+https://github.com/crawlhub/crawlhub)"
 )

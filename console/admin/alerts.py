@@ -4,6 +4,7 @@ and where alerts are sent (Apprise URLs, set by admins only) with a "send a test
 import json
 
 from django.contrib import admin, messages
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from console.access import sees_all
@@ -63,7 +64,7 @@ class MonitorAdmin(ProjectScopedAdmin):
 
 @admin.register(Alert)
 class AlertAdmin(ProjectScopedAdmin):
-    list_display = ("when", "project", "kind", "subject", "state", "message_short")
+    list_display = ("when", "project", "kind", "subject", "state", "message_short", "replay")
     list_filter = ("monitor__kind", ("resolved_at", admin.EmptyFieldListFilter), PROJECT_FILTER)
     list_select_related = ("project", "monitor")
     search_fields = ("subject", "message")
@@ -90,6 +91,14 @@ class AlertAdmin(ProjectScopedAdmin):
     @admin.display(description="announced", boolean=True)
     def announced(self, alert: Alert) -> bool:
         return alert.notified_at is not None
+
+    @admin.display(description="debugger")
+    def replay(self, alert: Alert) -> str:
+        """A template change opens the spider debugger on one of its sample pages."""
+        if not (alert.evidence or {}).get("sample_pages"):
+            return "-"
+        url = f"{reverse('admin-debugger')}?alert={alert.id}"
+        return format_html('<a class="replay" href="{}">open a sample page in the debugger</a>', url)
 
     @admin.display(description="what was seen")
     def message_short(self, alert: Alert) -> str:

@@ -116,6 +116,7 @@ class PageAdmin(FrontierAdmin):
     readonly_fields = [
         *FrontierAdmin.readonly_fields,
         "stored_body",
+        "debugger_link",
         "links_out",
         "page_items",
         "page_assets",
@@ -125,6 +126,7 @@ class PageAdmin(FrontierAdmin):
         ("Fetch", {"fields": (
             "url", "final_url", ("status_code", "content_type", "redirect_hops"), ("fetched_at", "fetch_ms"),
             ("fetched_by", "attempts"), ("error_code", "error_message"), "masked_request", "stored_body",
+            "debugger_link",
         )}),
         ("Content", {"fields": (
             "title", "content_sha256", ("content_length", "simhash"), "text_hash", ("itag", "extracted_by"),
@@ -156,6 +158,12 @@ class PageAdmin(FrontierAdmin):
             return "none stored"
         url = reverse("admin:crawl_page_body", args=[obj.id])
         return format_html('<a href="{}">the stored response body, as plain text</a>', url)
+
+    @admin.display(description="debugger")
+    def debugger_link(self, obj):
+        """Replay: the page's stored request (method, headers, body, route, meta) in the spider debugger."""
+        url = f"{reverse('admin-debugger')}?page={obj.id}"
+        return format_html('<a href="{}">Open this request in the spider debugger</a>', url)
 
     @admin.display(description="pages")
     def links_out(self, obj):

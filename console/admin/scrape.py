@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
+from django_ace import AceWidget
 
 from console.access import may, projects_for
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
@@ -72,9 +73,22 @@ def cut_short(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     return f"{text[:limit]}\n... {len(text) - limit} more characters (the whole value is in the API and exports)"
 
 
+class RuleSetForm(forms.ModelForm):
+    class Meta:
+        model = RuleSet
+        fields = ("project", "name", "enabled", "spec")
+        widgets = {  # the rules' JSON in the console's editor: highlighting and line numbers
+            "spec": AceWidget(
+                mode="json", width="100%", height="420px", useworker=False, showprintmargin=False, toolbar=False
+            )
+        }
+
+
 @admin.register(RuleSet)
 class RuleSetAdmin(ProjectScopedAdmin):
     """Rules are compiled when saved: an invalid selector, XPath or regex is refused with the reason."""
+
+    form = RuleSetForm
 
     list_display = ("name", "project", "enabled", "version", "updated_at")
     list_filter = (PROJECT_FILTER, "enabled")
@@ -145,7 +159,8 @@ def try_url_view(request):
     """Fetch one URL as the crawl would and show its whole extraction and each link's fate; stores nothing."""
     if not may(request.user, "try"):
         raise PermissionDenied
-    form = TryForm(request.POST or None, user=request.user)
+    initial = {"url": request.GET.get("url", ""), "project": request.GET.get("project", "")}
+    form = TryForm(request.POST or None, user=request.user, initial=initial)
     context = {**admin.site.each_context(request), "title": "Try a URL", "form": form}
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data

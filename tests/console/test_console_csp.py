@@ -20,6 +20,8 @@ PAGES = [
     "/admin/crawl/project/add/",
     "/admin/crawl/page/",
     "/admin/tryurl/",
+    "/admin/debugger/",
+    "/admin/scrape/ruleset/add/",
     "/api/docs/",
     "/api/projects/",
 ]

@@ -21,6 +21,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from console.api.urls import router
+from console.debugger import debug_run_execute, debug_run_start
 from console.exports import CONTENT_TYPES
 from console.health_models import NotificationTarget
 from console.models import Job, ProjectAccess
@@ -210,13 +211,17 @@ def exports(world, user) -> str:
 
 
 def try_a_url(world, user) -> str:
-    """Try a URL on the project's login page (its seed: the POST, the cookies), from the API and the admin."""
+    """Try a URL on the project's login page (its seed: the POST, the cookies), from the API and the
+    admin, and the spider debugger's answer on it."""
     url, slug = f"{world['site'].url}/login", world["project"].slug
     answer = api_client(user).post("/api/try/", {"url": url, "project": slug}, format="json")
     client = Client()
     client.force_login(user)
     page = client.post("/admin/tryurl/", {"url": url, "project": world["project"].id})
-    return body(answer) + body(page)
+    run = debug_run_start(project=world["project"], user=user, source="", url=url)
+    debug_run_execute(run.id)  # what a worker does: the page only shows its answer
+    debugger = client.get(f"/admin/debugger/?run={run.id}")
+    return body(answer) + body(page) + body(debugger)
 
 
 def logs(world, user) -> str:
@@ -235,6 +240,7 @@ COMMAND_RUNS = {
 QUIET_COMMANDS = {
     "addseeds": "prints the seeds it was given and counts",
     "bench": "runs on its own synthetic site",
+    "debugger": "prints a draft spider's items, requests and log lines (no headers, cookies or settings)",
     "deploy": "prints version numbers, hashes, authors and messages (the source is code, shown to every role)",
     "spider": "prints the checks' item differences: items are no secret",
     "crawl": "prints counts and the crawl summary (_crawl_summary: a sink's last error, masked at the source)",

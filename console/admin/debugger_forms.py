@@ -1,0 +1,164 @@
+"""The debugger page's form and where it is filled from: a query (?url=, ?project=, ?page=, ?alert=)
+or an earlier run (?run=, and &step= to follow one of its requests)."""
+
+import json
+
+from django import forms
+from django.conf import settings
+from django_ace import AceWidget
+
+from console.access import may, projects_for, scoped
+from console.debug_models import DebugRun
+from console.debugger_stored import active_source
+from console.health_models import Alert
+from crawl.models import Page, Project
+from scrape.spider_request import METHODS
+
+SKELETON = """from scrape.spiders import Request, Spider, route
+
+
+class DraftSpider(Spider):
+    name = "draft"
+
+    def default(self, response):
+        self.log.info("parsing %s", response.url)
+        yield {"url": response.url, "title": response.xpath("string(//title)")}
+"""
+SELECTOR_KINDS = [("css", "CSS"), ("xpath", "XPath")]
+
+
+def _json_field(help_text: str) -> forms.CharField:
+    return forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 50}), help_text=help_text)
+
+
+class DebugForm(forms.Form):
+    project = forms.ModelChoiceField(Project.objects.none(), help_text="Its egress, scope and robots.txt.")
+    url = forms.CharField(max_length=2000, required=False)
+    method = forms.ChoiceField(choices=[(m, m) for m in sorted(METHODS)], initial="GET")
+    headers = _json_field('JSON object, e.g. {"Accept": "application/json"}')
+    body = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 50}))
+    route = forms.CharField(max_length=100, required=False, help_text="The handler that parses the answer.")
+    meta = _json_field("JSON object the handler reads as response.meta")
+    source = forms.CharField(
+        required=False,
+        strip=False,
+        widget=AceWidget(
+            mode="python",
+            width="100%",
+            height="520px",
+            useworker=False,
+            showprintmargin=False,
+            toolbar=False,
+            tabsize=4,
+        ),
+    )
+    stored_pages = forms.IntegerField(
+        min_value=1, max_value=500, required=False, initial=settings.CRAWL_DEBUG_STORED_PAGES, help_text="How many."
+    )
+    message = forms.CharField(max_length=500, required=False, help_text="What this version changes (deploy).")
+    check_name = forms.CharField(max_length=100, required=False, help_text="Name of the check (default: the URL).")
+    selector = forms.CharField(max_length=1000, required=False)
+    selector_type = forms.TypedChoiceField(choices=SELECTOR_KINDS, required=False, empty_value="css")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user, self.refused = user, False
+        self.fields["project"].queryset = projects_for(user)
+
+    def clean(self):
+        """The request as a row keeps it; a project that allows private addresses needs the network
+        settings permission, as Try a URL does."""
+        cleaned = super().clean()
+        project = cleaned.get("project")
+        if project is not None and project.allow_private and not may(self.user, "network"):
+            self.refused = True
+            raise forms.ValidationError(
+                "This project allows private addresses: debugging it needs the console.change_network_settings "
+                "permission."
+            )
+        if self.data.get("action", "run") == "run" and not cleaned.get("url"):
+            self.add_error("url", "Give the URL to fetch.")
+        cleaned["request"] = {
+            "method": cleaned.get("method") or "GET",
+            "headers": self._object("headers"),
+            "body": cleaned.get("body") or None,
+            "route": cleaned.get("route") or None,
+            "meta": self._object("meta"),
+        }
+        return cleaned
+
+    def _object(self, name: str) -> dict:
+        text = (self.cleaned_data.get(name) or "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            self.add_error(name, f"not JSON: {exc}")
+            return {}
+        if not isinstance(value, dict):
+            self.add_error(name, "must be a JSON object")
+            return {}
+        return value
+
+
+def _request_fields(url: str, request: dict) -> dict:
+    """Form fields of a URL and a stored request (Page.request's keys)."""
+    return {
+        "url": url,
+        "method": request.get("method", "GET"),
+        "headers": json.dumps(request["headers"]) if request.get("headers") else "",
+        "body": request.get("body") or "",
+        "route": request.get("route") or "",
+        "meta": json.dumps(request["meta"]) if request.get("meta") else "",
+    }
+
+
+def initial_from_query(request) -> dict:
+    """?page=<id> (a failed page, a page with a spider error), ?alert=<id> (a template change: its
+    first sample page), else ?url= and ?project= (an id or a slug)."""
+    query, user = request.GET, request.user
+    page = _page_of(user, query.get("page")) or _alert_sample(user, query.get("alert"))
+    if page is not None:
+        return {"project": page.project, "source": _source(page.project), **_request_fields(page.url, page.request)}
+    project = _project_of(user, query.get("project", ""))
+    return {"project": project, "url": query.get("url", ""), "source": _source(project)}
+
+
+def run_initial(run: DebugRun, *, step: str | None) -> dict:
+    """The form as the run was asked; `step`: the index of one of its follow-up requests, to step into."""
+    requests = (run.report or {}).get("requests") or []
+    if step is not None and step.isdigit() and int(step) < len(requests):
+        chosen = requests[int(step)]
+        asked = _request_fields(chosen["url"], chosen.get("request") or {})
+    else:
+        asked = _request_fields(run.request.get("url", ""), run.request)
+    return {
+        "project": run.project,
+        "source": run.source,
+        "stored_pages": run.stored_pages or settings.CRAWL_DEBUG_STORED_PAGES,
+        **asked,
+    }
+
+
+def _source(project) -> str:
+    return (active_source(project) if project is not None else None) or SKELETON
+
+
+def _page_of(user, page_id) -> Page | None:
+    if not page_id or not str(page_id).isdigit():
+        return None
+    return scoped(Page.objects.select_related("project"), user).filter(id=page_id).first()
+
+
+def _alert_sample(user, alert_id) -> Page | None:
+    if not alert_id or not str(alert_id).isdigit():
+        return None
+    alert = scoped(Alert.objects.all(), user).filter(id=alert_id).first()
+    samples = (alert.evidence or {}).get("sample_pages", []) if alert else []
+    return _page_of(user, samples[0]) if samples else None
+
+
+def _project_of(user, value: str):
+    projects = projects_for(user)
+    return (projects.filter(id=value) if value.isdigit() else projects.filter(slug=value)).first() if value else None
