@@ -33,9 +33,10 @@ CRAWL_TIMEOUT_MS = 60_000
 
 
 @contextlib.contextmanager
-def chromium_page() -> Iterator[BrowserPage]:
-    """A page in Debian's chromium, launched the way core/net/browser.py launches it. The test closes
-    it before reading the database, so no ORM call runs while Playwright's event loop is active."""
+def chromium_page(**options) -> Iterator[BrowserPage]:
+    """A page in Debian's chromium, launched the way core/net/browser.py launches it (`options`:
+    Playwright's new_page arguments, a viewport or time zone). The test closes it before reading
+    the database, so no ORM call runs while Playwright's event loop is active."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=shutil.which("chromium"),
@@ -43,7 +44,7 @@ def chromium_page() -> Iterator[BrowserPage]:
             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
         )
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page = browser.new_page(**({"viewport": {"width": 1280, "height": 900}} | options))
             page.set_default_timeout(30_000)
             yield page
         finally:

@@ -91,6 +91,17 @@
     return new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
   }
 
+  // The health chart is drawn on the server, its times in UTC: written here in the browser's time,
+  // like the throughput chart's and the failures' (the first with its day).
+  function localTimes() {
+    document.querySelectorAll("#health svg text.time[data-at]").forEach((el, i) => {
+      const at = new Date(el.dataset.at);
+      el.textContent = i === 0
+        ? at.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" })
+        : hhmm(el.dataset.at);
+    });
+  }
+
   function drawChart(points) {
     const width = 720, height = 200, left = 44, bottom = 22, top = 10;
     const plotW = width - left - 8, plotH = height - top - bottom;
@@ -154,6 +165,7 @@
     }
   }
 
+  localTimes();
   render(JSON.parse(initial.textContent));
   setTimeout(poll, POLL_MS);
 })();
