@@ -5,17 +5,18 @@ workers alive with the queues they consume (and a warning for work no worker wil
 console/static/console/dashboard.js polls the JSON endpoints every 2 s to refresh both.
 
 Every query is bounded on big tables: counts by state use the (project, state) index, the rate
-windows and the chart the (project, fetched_at) index, the error lists only the failed rows.
+windows the (project, fetched_at) index, the chart the health counters, the error lists only the
+rows in error (failed, or waiting to retry).
 
 Each user sees the projects they may (console/access.py); the buttons are for those who may run them.
 """
 
+from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Q, Subquery
-from django.db.models.functions import TruncMinute
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -25,12 +26,13 @@ from django.views.decorators.http import require_POST
 
 from console import jobs, steering
 from console.access import may, projects_for
-from console.health import health_chart, project_health, projects_health
+from console.health import counters_by_bucket, health_chart, project_health, projects_health
 from console.models import Job
 from console.selectors import (
     broker_queue_lengths,
+    errors_grouped,
+    pages_in_error,
     pages_retrying,
-    project_errors,
     project_progress,
     stage_backlog,
 )
@@ -232,8 +234,8 @@ def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:
         "rates": fetch_rates(project, now),
         "backlog": backlog,
         "queues": broker_queue_lengths(),
-        "errors_by_code": list(project_errors(project).items())[:TOP],
-        "errors_by_host": errors_by_host(project),
+        "errors_by_code": errors_grouped(project, "error_code", top=TOP),
+        "errors_by_host": errors_grouped(project, "host", top=TOP),
         "recent_failures": recent_failures(project),
         "throughput": throughput(project, now),
     }
@@ -251,35 +253,37 @@ def fetch_rates(project: Project, now: datetime) -> dict[str, dict]:
     }
 
 
-def errors_by_host(project: Project) -> list[tuple[str, int]]:
-    failed = Page.objects.filter(project=project, state=Page.State.FAILED)
-    rows = failed.values("host").annotate(n=Count("id")).order_by("-n", "host")[:TOP]
-    return [(row["host"], row["n"]) for row in rows]
-
-
 def recent_failures(project: Project) -> list[dict]:
-    failed = Page.objects.filter(project=project, state=Page.State.FAILED).order_by("-updated_at", "-id")
-    rows = failed.values("id", "url", "error_code", "error_message", "status_code", "updated_at")[:TOP]
-    return [
-        row
-        | {
-            "error_message": Truncator(row["error_message"]).chars(300),
-            "updated_at": row["updated_at"].isoformat(),
-            "admin_url": reverse("admin:crawl_page_change", args=[row["id"]]),
-        }
-        for row in rows
-    ]
+    """The latest pages in error, failed or waiting to retry (`retrying`: when the next try is due)."""
+    rows = pages_in_error(project).order_by("-updated_at", "-id")
+    fields = ("id", "url", "state", "error_code", "error_message", "status_code", "updated_at", "next_fetch_at")
+    return [_failure_json(row) for row in rows.values(*fields)[:TOP]]
+
+
+def _failure_json(row: dict) -> dict:
+    retrying = row.pop("state") != Page.State.FAILED
+    due = row.pop("next_fetch_at")
+    return row | {
+        "error_message": Truncator(row["error_message"]).chars(300),
+        "updated_at": row["updated_at"].isoformat(),
+        "retrying": due.isoformat() if retrying and due else ("now" if retrying else None),
+        "admin_url": reverse("admin:crawl_page_change", args=[row["id"]]),
+    }
+
+
+FAILED_FETCHES = ("fetch_failed", "fetch_other", "fetch_backoff")
 
 
 def throughput(project: Project, now: datetime) -> list[dict]:
-    """Pages fetched per minute over the last CHART_MINUTES minutes, oldest first, quiet minutes as 0."""
+    """Fetches per minute over the last CHART_MINUTES minutes, oldest first, quiet minutes as 0:
+    `pages` answered (a 304 too), `failed` not (errors, retries, a host that asked us to wait).
+    From the health counters, which count every fetch (a page's row keeps only its last)."""
     first = now.replace(second=0, microsecond=0) - timedelta(minutes=CHART_MINUTES - 1)
-    rows = (
-        Page.objects.filter(project=project, fetched_at__gte=first)
-        .annotate(minute=TruncMinute("fetched_at"))
-        .values("minute")
-        .annotate(n=Count("id"))
-    )
-    per_minute = {row["minute"]: row["n"] for row in rows}
+    answered: dict[datetime, int] = defaultdict(int)
+    failed: dict[datetime, int] = defaultdict(int)
+    for bucket, counts in counters_by_bucket(project.id, first, scope="project").items():
+        minute = bucket.replace(second=0, microsecond=0)
+        answered[minute] += counts.get(("", "fetch_ok"), 0)
+        failed[minute] += sum(counts.get(("", metric), 0) for metric in FAILED_FETCHES)
     minutes = (first + timedelta(minutes=i) for i in range(CHART_MINUTES))
-    return [{"minute": m.isoformat(), "pages": per_minute.get(m, 0)} for m in minutes]
+    return [{"minute": m.isoformat(), "pages": answered[m], "failed": failed[m]} for m in minutes]

@@ -63,6 +63,24 @@ def project_work_owed(project_id: int) -> bool:
     return pages.exists() or assets.exists()
 
 
+ERROR_STATES = (Page.State.FAILED, Page.State.QUEUED, Page.State.LEASED)
+NOT_AN_ERROR = ("slot_missed",)  # put back unsent (core.net.client.SLOT_MISSED): the host's delay, not the site
+
+
+def pages_in_error(project: Project) -> QuerySet:
+    """The project's pages that failed, and those whose last try failed and that wait to be tried
+    again (queued or leased, their error kept): while a site is down its pages are retried, not failed."""
+    rows = Page.objects.filter(project=project, state__in=ERROR_STATES).exclude(error_code="")
+    return rows.exclude(error_code__in=NOT_AN_ERROR)
+
+
+def errors_grouped(project: Project, column: str, *, top: int) -> list[tuple[str, int, int]]:
+    """(error code or host, pages in error, of them retrying), the most first: failed and retrying alike."""
+    retrying = Count("id", filter=~Q(state=Page.State.FAILED))
+    rows = pages_in_error(project).values(column).annotate(n=Count("id"), retrying=retrying)
+    return [(row[column], row["n"], row["retrying"]) for row in rows.order_by("-n", column)[:top]]
+
+
 def project_errors(project: Project) -> dict[str, int]:
     rows = Page.objects.filter(project=project, state=Page.State.FAILED).values_list("error_code")
     return dict(rows.annotate(n=Count("id")).order_by("-n"))

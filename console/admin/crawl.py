@@ -45,7 +45,9 @@ class ProjectAdmin(ProjectScopedAdmin):
     readonly_fields = ("frontier", "robots_sitemaps", "session", *MASKED.values())
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "weight", "frontier")}),
-        ("Seeds", {"fields": ("bulk_seeds", "robots_sitemaps")}),
+        # The seeds table follows this fieldset (templates/admin/crawl/project/change_form.html), so
+        # a seed refused for its private address is shown next to the checkbox that allows it.
+        ("Seeds", {"fields": ("bulk_seeds", "robots_sitemaps", "allow_private")}),
         (
             "Scope",
             {
@@ -74,7 +76,6 @@ class ProjectAdmin(ProjectScopedAdmin):
                     "keep_cookies",
                     "session",
                     "proxy",
-                    "allow_private",
                 )
             },
         ),

@@ -39,6 +39,15 @@ def robots_sitemaps(project: Project) -> str:
     return f"{count} ({active} followed; switch them on through the API's seeds): {', '.join(urls)}{more}"
 
 
+def seed_refusal(url: str, *, allow_private: bool) -> str | None:
+    """Why a seed is refused (seed_problem), naming the "Allow private" checkbox when ticking it
+    would let the seed in."""
+    problem = seed_problem(url, allow_private=allow_private)
+    if problem and not allow_private and seed_problem(url, allow_private=True) is None:
+        return f'{problem}. Tick "Allow private" (just above the seeds) to crawl it.'
+    return problem
+
+
 def off_site_refusal(user, project: Project, url: str) -> str | None:
     """Why `user` may not add a seed at `url` to `project` (off the sites of a project that holds
     secrets, without the network settings permission), or None. No user: a form used outside the admin."""
@@ -74,7 +83,7 @@ class SeedForm(forms.ModelForm):
         url = self.cleaned_data["url"]
         # The project being edited, with the allow_private just submitted (also before its first save).
         project = self.project or (self.instance.project if self.instance.project_id else None)
-        problem = seed_problem(url, allow_private=bool(project and project.allow_private))
+        problem = seed_refusal(url, allow_private=bool(project and project.allow_private))
         if not problem and project is not None and url != self.instance.url:
             problem = off_site_refusal(getattr(self, "user", None), project, url)
         if problem:
@@ -192,7 +201,7 @@ class ProjectForm(forms.ModelForm):
             url = line.strip()
             if not url:
                 continue
-            problem = seed_problem(url, allow_private=allow_private)
+            problem = seed_refusal(url, allow_private=allow_private)
             problem = problem or off_site_refusal(getattr(self, "user", None), self.instance, url)
             if problem:
                 problems.append(f"line {number}: {url}: {problem}")

@@ -33,9 +33,10 @@ CRAWL_TIMEOUT_MS = 60_000
 
 
 @contextlib.contextmanager
-def chromium_page() -> Iterator[BrowserPage]:
-    """A page in Debian's chromium, launched the way core/net/browser.py launches it. The test closes
-    it before reading the database, so no ORM call runs while Playwright's event loop is active."""
+def chromium_page(**options) -> Iterator[BrowserPage]:
+    """A page in Debian's chromium, launched the way core/net/browser.py launches it (`options`:
+    Playwright's new_page arguments, a viewport or time zone). The test closes it before reading
+    the database, so no ORM call runs while Playwright's event loop is active."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=shutil.which("chromium"),
@@ -43,7 +44,7 @@ def chromium_page() -> Iterator[BrowserPage]:
             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
         )
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page = browser.new_page(**({"viewport": {"width": 1280, "height": 900}} | options))
             page.set_default_timeout(30_000)
             yield page
         finally:
@@ -105,7 +106,7 @@ def dashboard_numbers(page: BrowserPage) -> dict[str, str]:
 
 def table_pairs(page: BrowserPage, body_id: str) -> dict[str, int]:
     rows = page.eval_on_selector_all(f"#{body_id} tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
-    return {name: int(count) for name, count in (r for r in rows if len(r) == 2)}
+    return {r[0]: int(r[1]) for r in rows if len(r) >= 2}
 
 
 def wait_until_drained(page: BrowserPage) -> bool:
@@ -144,7 +145,7 @@ def test_an_operator_adds_starts_and_watches_a_crawl(live_server, site_server, w
         drained = wait_until_drained(page)
         shown = dashboard_numbers(page)
         errors_shown = table_pairs(page, "errors-by-code")
-        bars = page.locator("#throughput-chart rect").count()
+        bars = page.locator("#throughput-chart rect.bar").count()
         page.screenshot(path=str(screenshot), full_page=True)
 
     assert drained, f"the dashboard never showed a drained crawl: {shown}\n{worker_logs(tmp_path)}"

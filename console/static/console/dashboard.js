@@ -36,10 +36,11 @@
     }
   }
 
-  function pairRows(pairs) {
-    return pairs.map(([name, count]) => {
+  // [name, pages in error, of them retrying]: a site that is down shows while its pages are retried.
+  function errorRows(rows) {
+    return rows.map(([name, count, retrying]) => {
       const tr = document.createElement("tr");
-      tr.append(cell("th", name || "(none)"), cell("td", count, "num"));
+      tr.append(cell("th", name || "(none)"), cell("td", count, "num"), cell("td", retrying, "num"));
       return tr;
     });
   }
@@ -61,8 +62,10 @@
       link.textContent = f.url;
       const where = cell("td", "");
       where.replaceChildren(link);
+      const state = f.retrying == null ? "failed"
+        : `retrying${f.retrying === "now" ? "" : ", next at " + new Date(f.retrying).toLocaleTimeString()}`;
       tr.append(cell("td", new Date(f.updated_at).toLocaleTimeString()), where, cell("td", f.error_code),
-        cell("td", f.error_message));
+        cell("td", state), cell("td", f.error_message));
       return tr;
     });
   }
@@ -88,10 +91,21 @@
     return new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
   }
 
+  // The health chart is drawn on the server, its times in UTC: written here in the browser's time,
+  // like the throughput chart's and the failures' (the first with its day).
+  function localTimes() {
+    document.querySelectorAll("#health svg text.time[data-at]").forEach((el, i) => {
+      const at = new Date(el.dataset.at);
+      el.textContent = i === 0
+        ? at.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" })
+        : hhmm(el.dataset.at);
+    });
+  }
+
   function drawChart(points) {
     const width = 720, height = 200, left = 44, bottom = 22, top = 10;
     const plotW = width - left - 8, plotH = height - top - bottom;
-    const peak = Math.max(1, ...points.map((p) => p.pages));
+    const peak = Math.max(1, ...points.map((p) => p.pages + p.failed));
     const barW = plotW / points.length;
     const svg = svgEl("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart" });
     svg.append(
@@ -101,11 +115,18 @@
       svgEl("text", { x: left - 6, y: top + plotH, "text-anchor": "end", class: "label" }, 0),
     );
     points.forEach((p, i) => {
-      const h = (p.pages / peak) * plotH;
+      const h = (p.pages / peak) * plotH, hf = (p.failed / peak) * plotH;
       const bar = svgEl("rect", { x: left + i * barW + 1, y: top + plotH - h, width: Math.max(1, barW - 2), height: h,
         class: "bar" });
-      bar.appendChild(svgEl("title", {}, `${hhmm(p.minute)}: ${p.pages} pages`));
+      const tip = `${hhmm(p.minute)}: ${p.pages} answered, ${p.failed} failed`;
+      bar.appendChild(svgEl("title", {}, tip));
       svg.appendChild(bar);
+      if (p.failed) {
+        const failed = svgEl("rect", { x: left + i * barW + 1, y: top + plotH - h - hf, width: Math.max(1, barW - 2),
+          height: hf, class: "bar-failed" });
+        failed.appendChild(svgEl("title", {}, tip));
+        svg.appendChild(failed);
+      }
       const last = i === points.length - 1;
       if (i % 10 === 0 || last) {
         svg.appendChild(svgEl("text", { x: last ? left + plotW : left + i * barW + barW / 2, y: height - 6,
@@ -122,8 +143,8 @@
     });
     document.getElementById("retrying").replaceChildren(...retryingItems(data.retrying));
     fillRows("stages", stageRows(data));
-    fillRows("errors-by-code", pairRows(data.errors_by_code));
-    fillRows("errors-by-host", pairRows(data.errors_by_host));
+    fillRows("errors-by-code", errorRows(data.errors_by_code));
+    fillRows("errors-by-host", errorRows(data.errors_by_host));
     fillRows("recent-failures", failureRows(data.recent_failures));
     drawChart(data.throughput);
     document.getElementById("dashboard-updated").textContent = new Date(data.generated_at).toLocaleTimeString();
@@ -144,6 +165,7 @@
     }
   }
 
+  localTimes();
   render(JSON.parse(initial.textContent));
   setTimeout(poll, POLL_MS);
 })();
