@@ -19,7 +19,7 @@ from console.jobs import job_current, job_finish, jobs_tick
 from console.models import Job
 from console.selectors import project_progress, project_work_owed, stage_backlog
 from console.steering import crawl_start, job_pause
-from console.workers import stage_warnings
+from console.workers import control_warnings, stage_warnings
 from crawl.frontier.reaper import reap
 from crawl.models import Project
 from crawlproject.processes import EmbeddedWorker
@@ -191,6 +191,7 @@ class Waiting:
         """Distributed: say at once (and again when it changes) that owed work has no worker to take
         it, instead of waiting in silence for workers that are not there."""
         warnings = stage_warnings(stage_backlog(self.project), rendered=self.project.render_js)
+        warnings += control_warnings(job_open=True)  # this command ends its own job; others' would wait
         if warnings and warnings != self.warned:
             for warning in warnings:
                 self.notice(f"waiting: {warning}")

@@ -14,7 +14,6 @@ timeout), and the database's leases and the reaper bring the work back sooner an
 
 import logging
 import os
-import socket
 import time
 import uuid
 
@@ -123,7 +122,7 @@ class FilesystemTransport(filesystem.Transport):
             except Empty:
                 now = time.monotonic()
                 if timeout is not None and now - started >= timeout:
-                    raise socket.timeout() from None
+                    raise TimeoutError() from None  # socket.timeout, as kombu raises
                 time.sleep(self.poll_interval(now, timeout=None if timeout is None else timeout - (now - started)))
             else:
                 self._last_message = time.monotonic()

@@ -208,7 +208,7 @@ def test_the_overview_warns_when_owed_work_has_no_worker(project, admin_client):
     (row,) = [r for r in snapshot["projects"] if r["slug"] == "jobs"]
     assert row["owed"] == 1 and row["actions"] == ["start"]
     assert any("No scheduler (celery beat) is running (has never run)" in w for w in snapshot["warnings"])
-    WorkerBeat.objects.create(name="w1@test", queues="fetch,extract,download")
+    WorkerBeat.objects.create(name="w1@test", queues="fetch,extract,download,control")
     scheduler_heartbeat()
     assert not overview_snapshot()["warnings"], "a live worker on the queue and a running beat: no warning"
     assert [w["name"] for w in overview_snapshot()["workers"]] == ["w1@test"], "beat is not a worker"
