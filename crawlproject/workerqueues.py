@@ -26,9 +26,8 @@ def control_queue_add(sender=None, instance=None, **kwargs) -> bool:
     queues = instance.app.amqp.queues
     if CONTROL in _excluded:
         log.warning(
-            "worker %s does not consume the '%s' queue (-X %s): another worker must, or jobs never end "
+            "this worker does not consume the '%s' queue (-X %s): another worker must, or jobs never end "
             "and expired leases are never handed back",
-            sender,
             CONTROL,
             CONTROL,
         )
@@ -37,8 +36,7 @@ def control_queue_add(sender=None, instance=None, **kwargs) -> bool:
         return False
     queues.select_add(queues[CONTROL])  # its own declaration (exchange "control"), not a default one
     log.info(
-        "worker %s consumes the '%s' queue too (housekeeping: reaper, job ends); -X %s leaves it out",
-        sender,
+        "this worker consumes the '%s' queue too (housekeeping: reaper, job ends); -X %s leaves it out",
         CONTROL,
         CONTROL,
     )

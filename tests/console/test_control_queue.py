@@ -51,7 +51,7 @@ def test_1_a_worker_started_without_control_consumes_it_unless_it_is_excluded(br
             proc.wait(30)
     assert beats == {"plain": ["control", "fetch"], "excluded": ["extract"]}
     plain_log, excluded_log = ((tmp_path / f"{n}.log").read_text() for n in logs)
-    assert "consumes the 'control' queue too" in plain_log
+    assert "this worker consumes the 'control' queue too" in plain_log
     assert "does not consume the 'control' queue (-X control): another worker must" in excluded_log
 
 
