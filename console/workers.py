@@ -72,7 +72,7 @@ def control_warnings(*, job_open: bool, workers=None) -> list[str]:
         return []
     return [
         f"No worker consumes the '{CONTROL}' queue: jobs are never ended and expired leases never handed back. "
-        f"Every worker takes it unless started with `-X {CONTROL}`: start one without it, e.g. "
+        f"Every worker takes it unless started with `-X {CONTROL}`: start one without that option, e.g. "
         f"`.venv/bin/celery -A crawlproject worker -Q {FETCH},{CONTROL}`."
     ]
 
