@@ -4,7 +4,7 @@ times), and what became of a job it stopped waiting for."""
 from django.db.models import Count
 from rich.table import Table
 
-from console.jobs import job_counts
+from console.jobs import job_counts, job_span
 from console.models import Job
 from console.selectors import project_progress, retrying_text
 from crawl.models import Page, Project
@@ -36,6 +36,7 @@ def crawl_summary(project: Project, job: Job, completed: bool) -> dict:
         "bytes": counts["bytes"],
         "sinks": project_sink_counts(project.id),
         "seconds": counts["seconds"],  # the job's: from its start (the worker's too) to its end, pauses left out
+        "work_seconds": _work_seconds(job),  # from its first fetch to its last finish (the bench's rate)
         # Seeds refused before any fetch have no rate worth giving.
         "pages_per_second": counts["pages_per_second"] if counts["pages_done"] else 0.0,
         "nothing_to_do": completed and not any(counts[k] for k in WORK_DONE),
@@ -49,7 +50,7 @@ def finished_summary(project: Project, *, done: int, failed: int) -> dict:
     zero |= dict.fromkeys(("items", "assets", "assets_failed", "bytes"), 0)
     return {"project": project.slug, "name": project.name, "allow_private": project.allow_private, "job": None,
             "state": None, "completed": True, **zero, "errors": {}, "asset_errors": {},
-            "sinks": project_sink_counts(project.id), "seconds": 0.0, "pages_per_second": 0.0,
+            "sinks": project_sink_counts(project.id), "seconds": 0.0, "work_seconds": 0.0, "pages_per_second": 0.0,
             "nothing_to_do": True, "earlier": {"done": done, "failed": failed}}  # fmt: skip
 
 
@@ -82,6 +83,11 @@ def unfinished_text(job: Job, project: Project, why: str, worker) -> str:
         f"{why}: stopped waiting, but job {job.id} of {project.name} goes on in the workers "
         f"(`manage.py jobs {project.slug}` shows it, `manage.py pause {project.slug}` pauses it)"
     )
+
+
+def _work_seconds(job: Job) -> float:
+    began, last = job_span(job)
+    return round((last - began).total_seconds(), 2) if began and last else 0.0
 
 
 def _earlier_pages(project: Project, job: Job | None) -> dict[str, int]:

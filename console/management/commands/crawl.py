@@ -170,7 +170,7 @@ class Command(BaseCommand):
         existing = project_named_alike(name)
         if existing is not None:
             pages = Page.objects.filter(project=existing).count()
-            alike = f", named {existing.name!r}" if existing.name != name else ""
+            alike = f"; {name!r} names it too, but for case and punctuation" if existing.name != name else ""
             self.stderr.write(f"using the existing project {existing.name} ({pages} pages from earlier runs{alike})")
             if opts["allow_private"] and not existing.allow_private:
                 self.stderr.write(f"project {existing.name}: private addresses allowed from now on (--allow-private)")
