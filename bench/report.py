@@ -44,9 +44,9 @@ def result_build(
     return {
         "pages": pages["items"],
         "seconds": round(seconds, 2),
-        "crawl_seconds": (crawl or {}).get("seconds"),
+        "crawl_seconds": _work_seconds(crawl),
         "pages_per_s": round(pages["items"] / seconds, 1) if seconds else None,
-        "pages_per_s_crawl": round(pages["items"] / crawl["seconds"], 1) if (crawl or {}).get("seconds") else None,
+        "pages_per_s_crawl": round(pages["items"] / _work_seconds(crawl), 1) if _work_seconds(crawl) else None,
         "cpu_ms_per_page": per_page(1000 * crawler_cpu),
         "cpu_ms_per_page_by_role": {r: per_page(1000 * v) for r, v in cpu.items()},
         "cpu_s_by_role": {r: round(v, 2) for r, v in cpu.items()},
@@ -80,6 +80,13 @@ def result_build(
         | {"speed_probe_s": speed_probe_s},  # before and after the crawl (bench/machine.py)
         "crawl": crawl,
     }
+
+
+def _work_seconds(crawl: dict | None) -> float | None:
+    """The crawl's work, from its first fetch to its last finish (the summary's `seconds` includes the
+    worker's start; summaries of earlier versions have only that)."""
+    crawl = crawl or {}
+    return crawl.get("work_seconds", crawl.get("seconds"))
 
 
 def rss_point(memory: list[dict], discovered: int | None) -> dict | None:

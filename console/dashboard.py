@@ -36,7 +36,7 @@ from console.selectors import (
     project_progress,
     stage_backlog,
 )
-from console.workers import scheduler_warnings, stage_warnings, workers_alive, workers_snapshot
+from console.workers import jobs_open, pipeline_warnings, stage_warnings, workers_alive, workers_snapshot
 from crawl.frontier.stages import ASSET_PENDING_STATES, FETCH, PAGE_PENDING_STATES
 from crawl.models import MediaAsset, Page, Project
 
@@ -171,9 +171,8 @@ def overview_snapshot(now: datetime | None = None, *, projects=None, steers: boo
         "generated_at": now.isoformat(),
         "projects": rows,
         "workers": workers_snapshot(),
-        "warnings": stage_warnings(backlog, workers=workers)
-        + stage_warnings(_render_backlog(seen), rendered=True, workers=workers)
-        + scheduler_warnings(sum(backlog.values())),
+        "warnings": pipeline_warnings(backlog, workers=workers, job_open=jobs_open(seen))
+        + stage_warnings(_render_backlog(seen), rendered=True, workers=workers),
     }
 
 
@@ -221,11 +220,12 @@ def _actions(job: Job | None) -> list[str]:
 def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:
     now = now or timezone.now()
     progress = project_progress(project)
-    backlog = stage_backlog(project)
+    backlog, job = stage_backlog(project), jobs.job_current(project)
+    job_open = job is not None and job.state in (Job.State.QUEUED, Job.State.RUNNING)
     return {
         "project": {"id": project.id, "name": project.name, "slug": project.slug, "status": project.status},
-        "job": _job_json(jobs.job_current(project)),
-        "warnings": stage_warnings(backlog, rendered=project.render_js),
+        "job": _job_json(job),
+        "warnings": pipeline_warnings(backlog, rendered=project.render_js, job_open=job_open),
         "generated_at": now.isoformat(),
         "pages": {state: progress["pages"].get(state, 0) for state in Page.State.values},
         "assets": {state: progress["assets"].get(state, 0) for state in MediaAsset.State.values},

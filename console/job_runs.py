@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import kombu.exceptions
 import redis.exceptions
@@ -18,10 +19,11 @@ from django.conf import settings
 from console.jobs import job_current, job_finish, jobs_tick
 from console.models import Job
 from console.selectors import project_progress, project_work_owed, stage_backlog
-from console.steering import crawl_start, job_pause
-from console.workers import stage_warnings
+from console.steering import ProjectFinished, crawl_start, job_pause
+from console.workers import control_warnings, stage_warnings
 from crawl.frontier.reaper import reap
 from crawl.models import Project
+from crawl.services.projects import seed_problem
 from crawlproject.processes import EmbeddedWorker
 from sinks.delivery import sinks_owed, sinks_tick
 
@@ -29,20 +31,25 @@ from sinks.delivery import sinks_owed, sinks_tick
 @dataclass
 class Run:
     """How run() ended: the job (its state and counts: `job.state`, console.jobs.job_counts(job)),
-    whether the project's work was all done, and whether a signal (Ctrl-C, SIGTERM) stopped it."""
+    whether the project's work was all done, and whether a signal (Ctrl-C, SIGTERM) stopped it.
+    `finished`: the project had nothing left to crawl, so no job was made (as Start answers); `job`
+    is then the project's last one (None if it has none)."""
 
-    job: Job
+    job: Job | None
     completed: bool
     interrupted: bool = False
     embedded: bool = False  # its workers ran in this process's children (and stopped with it)
+    finished: ProjectFinished | None = None
 
 
 log = logging.getLogger("crawlhub.run")
+T = TypeVar("T")
 POLL_SECONDS = 0.2  # how soon the end of the crawl is noticed (two index probes: project_work_owed)
 COUNT_EVERY_SECONDS = 2.0  # the full counts by state (progress display, stall detection), at least this apart
 REAP_EVERY_SECONDS = 5.0
 OUTAGE_WAIT_SECONDS = 2.0
 OUTAGES = (db.Error, kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
+OUTAGE_PATIENCE_SECONDS = 120.0  # how long the start of a run waits for the database or broker to come back
 
 
 def stall_seconds() -> float:
@@ -61,10 +68,20 @@ def crawl_run(
     on_progress: Callable[[dict, float], None] | None,
     progress_every: float,
     on_notice: Callable[[str], None] | None,
+    private_flag: str = "allow_private=True",
 ) -> Run:
-    """crawlhub.run(): begin (or resume) the job, queue its seeds, wait for its end, stop the workers."""
+    """crawlhub.run(): begin (or resume) the job, queue its seeds, wait for its end, stop the workers.
+    Each seed that will be refused is named first, with the reason (and `private_flag`, what allows
+    a private address where it is the reason)."""
     started, notice = time.monotonic(), on_notice or log.info
-    job = job_start(project, seeds=seeds, recrawl=recrawl, notice=notice)
+    given = [url for urls in seeds.values() for url in urls]
+    for refusal in through_outages(lambda: seeds_refused(project, given, flag=private_flag), notice=notice):
+        notice(refusal)
+    try:
+        job = through_outages(lambda: job_start(project, seeds=seeds, recrawl=recrawl, notice=notice), notice=notice)
+    except ProjectFinished as finished:
+        notice(str(finished))
+        return Run(job=Job.objects.filter(project=project).order_by("-id").first(), completed=True, finished=finished)
     completed = interrupted = False
     worker = None
     with sigterm_interrupts():
@@ -92,18 +109,56 @@ def crawl_run(
 def job_start(project: Project, *, seeds: dict[str, list[str]], recrawl: bool, notice: Callable[[str], None]) -> Job:
     """Start the project as every door does (console.steering.crawl_start), with the seeds given
     (refused ones become failed rows saying why), and say whether the job is new, the running one
-    joined or the paused one resumed. A finished project runs a job that reports nothing to do."""
+    joined or the paused one resumed. A finished project is refused as Start refuses it
+    (ProjectFinished: no empty job hides its last run), unless `recrawl`."""
     before = job_current(project)
     job, _queued = crawl_start(
-        project=project, trigger=Job.Trigger.COMMAND, seeds=seeds, recrawl=recrawl, refuse_finished=False
+        project=project, trigger=Job.Trigger.COMMAND, seeds=seeds, recrawl=recrawl, refuse_finished=not recrawl
     )
     if before is None or before.id != job.id:
-        notice(f"job {job.id} of project {project.slug}")
+        notice(f"job {job.id} of project {project.name}")
     elif before.state == Job.State.PAUSED:
-        notice(f"resumed the paused job {job.id} of project {project.slug}")
+        notice(f"resumed the paused job {job.id} of project {project.name}")
     else:
-        notice(f"joined the running job {job.id} of project {project.slug}")
+        notice(f"joined the running job {job.id} of project {project.name}")
     return job
+
+
+def through_outages(action: Callable[[], T], *, notice: Callable[[str], None], patience=OUTAGE_PATIENCE_SECONDS) -> T:
+    """`action()`, tried again while the database or the broker is down (a restart, a fail-over), as
+    the workers wait for them; the last error is raised after `patience` seconds. The action must be
+    harmless to repeat (a start joins the job it began)."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return action()
+        except OUTAGES as exc:
+            if time.monotonic() > deadline:
+                raise
+            _outage_notice(exc, notice)
+            time.sleep(OUTAGE_WAIT_SECONDS)
+
+
+def _outage_notice(exc: Exception, notice: Callable[[str], None]) -> None:
+    with contextlib.suppress(db.Error):
+        db.connection.close()  # the next query opens a fresh connection
+    notice(f"waiting for the database or broker: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+
+
+SEEDS_CHECKED = 20  # the project's own seeds checked before a run (each is a DNS lookup)
+
+
+def seeds_refused(project: Project, given: list[str], *, flag: str) -> list[str]:
+    """A sentence for each seed (those given, and the project's first active ones) the crawler will
+    refuse, with the reason and the flag that would allow it."""
+    own = project.seeds.filter(active=True).order_by("id").values_list("url", flat=True)[:SEEDS_CHECKED]
+    refusals = []
+    for url in dict.fromkeys([*given, *own]):
+        problem = seed_problem(url, allow_private=project.allow_private)
+        if problem is not None:
+            problem = problem.replace("(a project may allow private networks)", f"({flag} allows it)")
+            refusals.append(f"refused seed {url}: {problem}")
+    return refusals
 
 
 @contextlib.contextmanager
@@ -191,12 +246,11 @@ class Waiting:
         """Distributed: say at once (and again when it changes) that owed work has no worker to take
         it, instead of waiting in silence for workers that are not there."""
         warnings = stage_warnings(stage_backlog(self.project), rendered=self.project.render_js)
+        warnings += control_warnings(job_open=True)  # this command ends its own job; others' would wait
         if warnings and warnings != self.warned:
             for warning in warnings:
                 self.notice(f"waiting: {warning}")
         self.warned = warnings
 
     def _outage(self, exc: Exception) -> None:
-        with contextlib.suppress(db.Error):
-            db.connection.close()  # the next query opens a fresh connection
-        self.notice(f"waiting for the database or broker: {type(exc).__name__}: {str(exc).strip()[:200]}")
+        _outage_notice(exc, self.notice)

@@ -60,8 +60,7 @@ def job_counts(job: Job, *, now=None) -> dict:
     asset_bytes = assets.filter(state=MediaAsset.State.DONE).aggregate(b=Sum("size"))["b"] or 0
     errors, asset_errors = _errors_by_code(pages), _errors_by_code(assets)  # two lists: not one mixed
     done, failed = by_state.get(Page.State.DONE, 0), by_state.get(Page.State.FAILED, 0)
-    begun = job_observed(job)[1] or job.created_at
-    seconds = max(((job.finished_at or now or timezone.now()) - begun).total_seconds(), 0.0)
+    seconds = job_seconds(job, now=now)
     return {
         "pages": by_state,
         "pages_done": done,
@@ -77,6 +76,14 @@ def job_counts(job: Job, *, now=None) -> dict:
         "seconds": round(seconds, 2),
         "pages_per_second": round((done + failed) / seconds, 2) if seconds else 0.0,
     }
+
+
+def job_seconds(job: Job, *, now=None) -> float:
+    """How long the job ran: from its creation (a worker's start included: the wait is the user's
+    too) to its last finish, or now, less the time it spent paused."""
+    end = job.finished_at or now or timezone.now()
+    paused = job.paused_seconds + (max((end - job.paused_at).total_seconds(), 0.0) if job.paused_at else 0.0)
+    return max((end - job.created_at).total_seconds() - paused, 0.0)
 
 
 def _errors_by_code(rows) -> dict[str, int]:

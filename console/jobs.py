@@ -9,6 +9,7 @@ starts the jobs whose first row was claimed and ends those whose project owes no
 """
 
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from console import control
@@ -71,10 +72,18 @@ def _run(project: Project, kind: str, trigger: str, user, action, retry_of: Job 
     with job_scope(job.id), transaction.atomic():
         queued = action()
         if job.state == Job.State.PAUSED and project.status == Project.Status.ACTIVE:
-            state = Job.State.RUNNING if job.started_at else Job.State.QUEUED  # as a resume does
-            Job.objects.filter(id=job.id).update(state=state)
-            job.state = state
+            job_unpause(job)  # as a resume does
     return job, queued
+
+
+def job_unpause(job: Job) -> None:
+    """A paused job runs again (running once it claimed a row, else queued); the pause's time is
+    added to the time it spent paused, which its duration leaves out."""
+    now = timezone.now()
+    job.paused_seconds += (now - job.paused_at).total_seconds() if job.paused_at else 0.0
+    job.state = Job.State.RUNNING if job.started_at else Job.State.QUEUED
+    job.paused_at = None
+    Job.objects.filter(id=job.id).update(state=job.state, paused_at=None, paused_seconds=job.paused_seconds)
 
 
 def crawl_recrawl_due(*, project: Project, trigger: str, user=None) -> tuple[Job, int]:
@@ -164,7 +173,9 @@ def job_finish(*, job: Job) -> bool:
         job = Job.objects.select_for_update().get(id=job.id)
         if job.state not in (Job.State.QUEUED, Job.State.RUNNING) or project_work_owed(job.project_id):
             return False
-        state, message = _verdict(job_counts(job))
+        state, message = _verdict(job_counts(job), allow_private=job.project.allow_private)
+        if (state, message) == (Job.State.SUCCEEDED, NOTHING_OWED):
+            state, message = _seeds_verdict(job.project) or (state, message)
         began, last = job_span(job)
         known = [t for t in (began, job.started_at) if t is not None]
         job.started_at = min(known) if known else job.created_at  # nothing claimed: it ends as it begins
@@ -176,14 +187,44 @@ def job_finish(*, job: Job) -> bool:
 REFUSED_BY_SITE = ("robots_disallowed",)
 
 
-def _verdict(counts: dict) -> tuple[str, str]:
+NOTHING_OWED = "nothing was owed"
+PRIVATE = "blocked_address"  # the code of a page refused for its loopback or private address
+
+
+def _verdict(counts: dict, *, allow_private: bool = False) -> tuple[str, str]:
     """An ended job's state and message: failed when every page it processed failed (pages robots.txt
     forbids aside), succeeded otherwise."""
     done, failed = counts["pages_done"], counts["pages_failed"]
     refused = sum(counts["errors"].get(code, 0) for code in REFUSED_BY_SITE)
     if failed - refused and not done:
-        return Job.State.FAILED, f"every page failed ({failed}); see the failures in its report"
+        why = _private_hint(counts["errors"].get(PRIVATE, 0), allow_private)
+        return Job.State.FAILED, f"every page failed ({failed}){why}; see the failures in its report"
     if not done and not failed:
-        return Job.State.SUCCEEDED, "nothing was owed"
+        return Job.State.SUCCEEDED, NOTHING_OWED
     forbidden = f" ({refused} forbidden by robots.txt)" if refused else ""
     return Job.State.SUCCEEDED, f"{done} pages done, {failed} failed{forbidden}"
+
+
+def _private_hint(refused: int, allow_private: bool) -> str:
+    if not refused or allow_private:
+        return ""
+    return f", {refused} refused as loopback or private addresses (the project's allow_private setting allows them)"
+
+
+def _seeds_verdict(project: Project) -> tuple[str, str] | None:
+    """A job that found nothing owed because its seeds failed before it began (a worker took them
+    as they were added): failed, saying why, when the project has failed seeds and no done page."""
+    pages = Page.objects.filter(project=project)
+    if pages.filter(state=Page.State.DONE).exists():
+        return None
+    failed = _errors_by_code(pages.filter(is_seed=True, state=Page.State.FAILED))
+    if not failed:
+        return None
+    codes = ", ".join(f"{n} {code}" for code, n in failed.items())
+    why = _private_hint(failed.get(PRIVATE, 0), project.allow_private)
+    return Job.State.FAILED, f"nothing could be crawled: every seed failed ({codes}){why}"
+
+
+def _errors_by_code(rows) -> dict[str, int]:
+    counted = rows.values_list("error_code").annotate(n=Count("id")).order_by()
+    return {code or "error": n for code, n in counted}

@@ -47,6 +47,8 @@ class Job(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True, help_text="First row claimed for it.")
     finished_at = models.DateTimeField(null=True, blank=True)
+    paused_at = models.DateTimeField(null=True, blank=True, help_text="When it was paused, while it is.")
+    paused_seconds = models.FloatField(default=0.0, help_text="Time spent paused before its last resume.")
     message = models.TextField(blank=True, default="", help_text="Why it ended as it did.")
     stats = models.JSONField(default=dict, blank=True, help_text="Its counts, kept when it ended.")
     spider_version = models.ForeignKey(

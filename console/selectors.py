@@ -105,22 +105,23 @@ def stage_backlog(project: Project | None = None, *, projects: QuerySet | None =
 
 
 def broker_queue_lengths() -> dict[str, int | None]:
-    """Messages waiting in each stage queue of the broker (all projects). Redis answers with LLEN;
-    other brokers (the embedded filesystem one) give None: the rows (stage_backlog) stay the truth."""
-    from crawlproject.queues import STAGE_QUEUES
+    """Messages waiting in each queue of the broker (all projects): the stages' and the control
+    queue's (housekeeping; it grows when no worker consumes it). Redis answers with LLEN; other
+    brokers (the embedded filesystem one) give None: the rows (stage_backlog) stay the truth."""
+    from crawlproject.queues import QUEUES
 
     url = settings.CELERY_BROKER_URL
     if not url.startswith(("redis://", "rediss://")):
-        return dict.fromkeys(STAGE_QUEUES)
+        return dict.fromkeys(QUEUES)
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
     try:
         with client.pipeline() as pipe:
-            for name in STAGE_QUEUES:
+            for name in QUEUES:
                 pipe.llen(name)
-            return dict(zip(STAGE_QUEUES, pipe.execute(), strict=True))
+            return dict(zip(QUEUES, pipe.execute(), strict=True))
     except redis.RedisError:
-        return dict.fromkeys(STAGE_QUEUES)
+        return dict.fromkeys(QUEUES)
     finally:
         client.close()

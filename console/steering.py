@@ -11,7 +11,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from console.control import pages_recrawl, project_activate
-from console.jobs import job_begin, job_current, job_end, job_run
+from console.jobs import job_begin, job_current, job_end, job_run, job_unpause
 from console.models import Job
 from console.selectors import project_work_owed
 from core.canonical import InvalidURL, canonicalize, url_key
@@ -64,9 +64,9 @@ def crawl_start(
     and every owed page and asset is published;
     with `recrawl` its finished pages are fetched again too, as a recrawl job. Returns the job and
     the pages queued. Raises ProjectFinished when there is nothing to start, unless
-    `refuse_finished` is False (the crawl command runs the job and reports "nothing to do")."""
+    `refuse_finished` is False."""
     if refuse_finished:
-        _refuse_finished(project)
+        _refuse_finished(project, given=[url for urls in (seeds or {}).values() for url in urls])
     kind = Job.Kind.RECRAWL if recrawl else Job.Kind.CRAWL
     return job_run(
         project=project, kind=kind, trigger=trigger, user=user, action=lambda: _start(project, seeds or {}, recrawl)
@@ -86,11 +86,13 @@ def _start(project: Project, seeds: dict[str, list[str]], recrawl: bool) -> int:
     return published + (pages_recrawl(project=project) if recrawl else 0)
 
 
-def _refuse_finished(project: Project) -> None:
+def _refuse_finished(project: Project, given: list[str] = ()) -> None:
+    """Raise ProjectFinished when there is nothing to start: no job, no owed work, and every seed
+    (those `given` now too) a page that is done, or failed other than as a seed to try again."""
     if job_current(project) is not None or project_work_owed(project.id):
         return
     pages = Page.objects.filter(project=project)
-    keys = {_seed_key(url) for url in _seed_urls(project)}
+    keys = {_seed_key(url) for url in [*_seed_urls(project), *given]}
     if pages.filter(url_key__in=keys).exclude(state=Page.State.FAILED, is_seed=True).count() < len(keys):
         return  # a new seed, or a failed one to try again: there is something to start
     counts = dict(pages.values_list("state").annotate(n=Count("id")).order_by())
@@ -162,8 +164,8 @@ def job_pause(*, job: Job) -> bool:
     if job.state not in (Job.State.QUEUED, Job.State.RUNNING):
         return False
     _pause(job.project)
-    Job.objects.filter(id=job.id).update(state=Job.State.PAUSED)
-    job.state = Job.State.PAUSED
+    job.state, job.paused_at = Job.State.PAUSED, timezone.now()
+    Job.objects.filter(id=job.id).update(state=job.state, paused_at=job.paused_at)
     return True
 
 
@@ -178,9 +180,7 @@ def _job_resume(job: Job) -> Resumed:
         return Resumed(changed=False, published=0)
     with job_scope(job.id):
         published = _republish(job.project)
-    state = Job.State.RUNNING if job.started_at else Job.State.QUEUED
-    Job.objects.filter(id=job.id).update(state=state)
-    job.state = state
+    job_unpause(job)
     return Resumed(changed=True, published=published)
 
 

@@ -101,8 +101,39 @@ class FilesystemChannel(filesystem.Channel):
                 continue
 
 
+IDLE_AFTER_SECONDS = 2.0  # no message for this long: the consumer is idle
+IDLE_POLLING_INTERVAL = 0.5  # how often an idle consumer looks (a busy one: the polling_interval option)
+
+
 class FilesystemTransport(filesystem.Transport):
+    """Polls fast while messages come (the stages hand work to each other within milliseconds) and
+    slowly once none came for IDLE_AFTER_SECONDS: an idle `make serve` worker lists its folder
+    twice a second instead of a hundred times, and the first message after a pause waits at most
+    IDLE_POLLING_INTERVAL."""
+
     Channel = FilesystemChannel
+    _last_message = float("-inf")
+
+    def drain_events(self, connection, timeout=None):
+        started = time.monotonic()
+        while True:
+            try:
+                self.cycle.get(self._deliver, timeout=timeout)
+            except Empty:
+                now = time.monotonic()
+                if timeout is not None and now - started >= timeout:
+                    raise TimeoutError() from None  # socket.timeout, as kombu raises
+                time.sleep(self.poll_interval(now, timeout=None if timeout is None else timeout - (now - started)))
+            else:
+                self._last_message = time.monotonic()
+                return
+
+    def poll_interval(self, now: float, *, timeout: float | None = None) -> float:
+        """The sleep before the next look: short while busy, IDLE_POLLING_INTERVAL once idle, never
+        past the caller's timeout."""
+        busy = now - self._last_message < IDLE_AFTER_SECONDS
+        interval = (self.polling_interval or 0.0) if busy else max(IDLE_POLLING_INTERVAL, self.polling_interval or 0.0)
+        return max(0.0, min(interval, timeout)) if timeout is not None else interval
 
 
 def install() -> None:

@@ -7,7 +7,7 @@ from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Exchange, Queue
 
-from . import broker, queues
+from . import broker, queues, workerqueues  # noqa: F401 - workerqueues: every worker takes control
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crawlproject.settings")
 

@@ -19,7 +19,7 @@ from console.health import health_figures, project_health
 from console.models import Job
 from console.selectors import project_errors, project_progress, stage_backlog
 from console.warc import warc_response
-from console.workers import stage_warnings
+from console.workers import jobs_open, pipeline_warnings
 from crawl.models import Project, Seed
 from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import project_create
@@ -145,7 +145,8 @@ class ProjectViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, slug: str) -> Response:
         project = self.get_object()
-        warnings = stage_warnings(stage_backlog(project), rendered=project.render_js)
+        backlog, job_open = stage_backlog(project), jobs_open([project])
+        warnings = pipeline_warnings(backlog, rendered=project.render_js, job_open=job_open)
         return Response(project_progress(project) | {"errors": project_errors(project), "warnings": warnings})
 
     @extend_schema(

@@ -3,7 +3,7 @@
 from django import template
 
 from console.selectors import stage_backlog
-from console.workers import stage_warnings, workers_alive
+from console.workers import jobs_open, pipeline_warnings, workers_alive
 
 register = template.Library()
 
@@ -11,4 +11,4 @@ register = template.Library()
 @register.inclusion_tag("console/workers_panel.html")
 def workers_panel() -> dict:
     workers = workers_alive()
-    return {"workers": workers, "warnings": stage_warnings(stage_backlog(), workers=workers)}
+    return {"workers": workers, "warnings": pipeline_warnings(stage_backlog(), workers=workers, job_open=jobs_open())}

@@ -169,7 +169,7 @@ def test_a_name_that_differs_only_in_case_or_punctuation_is_the_same_project_eve
     err = io.StringIO()
     with pytest.raises(CommandError):  # the seed is refused; the project it used is what matters
         call_command("crawl", "http://127.0.0.1:9/", "--project", "SHOP", "--timeout", "1", stderr=err)
-    assert "using the existing project shop" in err.getvalue() and "named 'Shop'" in err.getvalue()
+    assert "using the existing project Shop (" in err.getvalue() and "'SHOP' names it too" in err.getvalue()
     assert list(Project.objects.values_list("slug", flat=True)) == ["shop"]
 
 

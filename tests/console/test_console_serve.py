@@ -178,3 +178,33 @@ def test_serve_keeps_the_first_admins_password_in_a_file_of_its_database(db, set
     assert len(kept) == 1 and kept[0].name.endswith(settings.DATABASES["default"]["NAME"])
     assert kept[0].read_text().strip() in said
     assert (tmp_path / "admin-password").read_text() == "the embedded admin's\n", "another database's is kept"
+
+
+def beat_pids(var: Path) -> list[int]:
+    """The celery beat processes of this console (by the var folder in their environment)."""
+    mark, found = f"CRAWLHUB_VAR_DIR={var}".encode(), []
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if b" beat " in (proc / "cmdline").read_bytes().replace(b"\0", b" ") and mark in (
+                proc / "environ"
+            ).read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+    return found
+
+
+def test_12_serve_restarts_a_beat_that_died_and_says_so(tmp_path):
+    var, port = tmp_path / "var", free_port()
+    var.mkdir()
+    log = tmp_path / "serve.log"
+    with make_serve(var, port) as proc:
+        wait_ready(log, proc)
+        (beat,) = beat_pids(var)
+        os.kill(beat, signal.SIGKILL)
+
+        def restarted() -> list[int]:
+            assert proc.poll() is None, f"make serve exited:\n{log.read_text()[-3000:]}"
+            return [pid for pid in beat_pids(var) if pid != beat] if "restarting it" in log.read_text() else []
+
+        wait_until(restarted, timeout=30, what=lambda: f"beat to be restarted:\n{log.read_text()[-3000:]}")
+        assert proc.poll() is None, "the console goes on"
+    assert "[scheduler] celery beat exited (-9); restarting it" in log.read_text()

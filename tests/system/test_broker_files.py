@@ -49,3 +49,25 @@ def test_a_killed_publishers_part_file_is_swept_after_a_minute(channel, tmp_path
     with pytest.raises(broker.Empty):
         channel._get("fetch")  # the half-written files are not messages
     assert not old.exists() and fresh.exists()
+
+
+def test_11_an_idle_consumer_looks_at_its_folder_rarely_and_a_busy_one_often(tmp_path, monkeypatch):
+    """Issue 48, 11: an idle `make serve` worker spent ~3% of a core listing the broker's folder
+    a hundred times a second."""
+    broker.install()
+    looks = []
+    get = broker.FilesystemChannel._get
+    monkeypatch.setattr(broker.FilesystemChannel, "_get", lambda self, queue: looks.append(queue) or get(self, queue))
+    folders = {k: str(tmp_path) for k in ("data_folder_in", "data_folder_out", "control_folder")}
+    options = folders | {"polling_interval": 0.01}
+    with Connection("filesystem://localhost/", transport_options=options) as connection:
+        queue = connection.SimpleQueue("fetch")
+        with pytest.raises(queue.Empty):
+            queue.get(timeout=3)
+        assert len(looks) < 30, f"an idle consumer looked {len(looks)} times in 3 s"
+        queue.put({"ids": [1]})
+        assert queue.get(timeout=3).payload == {"ids": [1]}
+        transport = connection.transport
+        assert transport.poll_interval(time.monotonic()) == 0.01, "a consumer that just got a message looks again soon"
+        assert transport.poll_interval(time.monotonic() + 60) == broker.IDLE_POLLING_INTERVAL
+        queue.close()

@@ -22,6 +22,7 @@ import pytest
 
 from bench.truth import ground_truth
 from tests.conftest import BASE_DIR, generated_site
+from tests.helpers import wait_until
 from tests.servers import SiteServer
 
 DOCS = BASE_DIR / "docs"
@@ -409,21 +410,27 @@ def test_the_distributed_walkthrough_runs_as_written(settings_reads, broker, tmp
 
     db, name = settings.DATABASES["default"], f"crawlhub_doc_{os.getpid()}"
     blocks = marked_blocks(DISTRIBUTED.read_text())
-    assert [b.background for b in blocks] == [False, False, False, True, True, False], "the walkthrough's steps"
+    steps = [False, False, False, True, True, True, False]  # ... the workers, one without control, beat, crawl
+    assert [b.background for b in blocks] == steps, "the walkthrough's steps"
     assert "sudo" not in blocks[0].script, "a machine without sudo can run it"
+    assert "control" not in blocks[4].script, "a worker started without the control queue"
     checkout = source_copy(tmp_path / "crawlhub")
     env = new_user_env(checkout / "var", set(settings_reads))
-    site, outputs, processes = generated_site(30), [], []
+    site, outputs, processes, logged = generated_site(30), [], [], tmp_path / "processes.log"
     try:
         with SiteServer.generated(site) as server:
             for block in blocks:
                 script = walkthrough_script(block.script, name=name, db=db, broker=broker, url=f"{server.url}/")
                 if not block.background:
                     outputs.append(run_block(script, checkout, env))
+                    assert_shown(block, outputs[-1])
                     continue
                 for line in script.splitlines():
                     if line.strip() and "only for" not in line:  # the render worker: for render_js projects
-                        processes.append(start_background(line, checkout, env, tmp_path / "processes.log"))
+                        processes.append(start_background(line, checkout, env, logged))
+        for block in blocks:  # what the servers print, as the page shows it
+            if block.background and block.expected:
+                wait_until(lambda b=block: shown(b, logged.read_text()), timeout=60, what=lambda: logged.read_text())
     finally:
         stop_background(processes)
         drop_database(name, db)
@@ -432,7 +439,37 @@ def test_the_distributed_walkthrough_runs_as_written(settings_reads, broker, tmp
     assert int(summary["done"]) >= ground_truth(site)["n_pages"], "every reachable page, by the workers"
     written = sorted(line.split("=")[0] for line in (checkout / ".env").read_text().splitlines())
     assert written == ["CELERY_BROKER_URL", "DATABASE_URL", "DJANGO_SECRET_KEY"]
-    assert "Operations to perform" in outputs[2] and len(processes) == 4, "migrated; three workers and beat"
+    assert "Operations to perform" in outputs[2] and len(processes) == 5, "migrated; four workers and beat"
+
+
+def shown(block: DocBlock, output: str) -> bool:
+    """Whether the output has a line like each line of the block's sample output."""
+    lines = output.splitlines()
+    return all(any(line_pattern(sample).match(line) for line in lines) for sample in block.expected)
+
+
+def assert_shown(block: DocBlock, output: str) -> None:
+    assert shown(block, output), f"the page shows {block.expected} after:\n{block.script}but got:\n{output[-3000:]}"
+
+
+def compose_queues() -> dict[str, str]:
+    """The -Q list of each worker service of docker-compose.yml."""
+    import yaml
+
+    services = yaml.safe_load((BASE_DIR / "docker-compose.yml").read_text())["services"]
+    commands = {name: service.get("command") or [] for name, service in services.items()}
+    return {name: c[c.index("-Q") + 1] for name, c in commands.items() if isinstance(c, list) and "-Q" in c}
+
+
+def test_11_the_compose_table_lists_the_queues_each_worker_consumes():
+    """Issue 48, 11: the table listed the workers' queues without control."""
+    table = {}
+    for line in DISTRIBUTED.read_text().split("## docker-compose", 1)[1].splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| `worker-") and len(cells) == 2:
+            table[cells[0].strip("`")] = set(re.findall(r"`(\w+)`", cells[1].split(", `-c")[0]))
+    queues = {name: set(q.split(",")) for name, q in compose_queues().items()}
+    assert queues and table == queues
 
 
 # --- commands.md names every option of every command ------------------------------------------------

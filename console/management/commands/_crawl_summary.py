@@ -4,7 +4,7 @@ times), and what became of a job it stopped waiting for."""
 from django.db.models import Count
 from rich.table import Table
 
-from console.jobs import job_counts
+from console.jobs import job_counts, job_span
 from console.models import Job
 from console.selectors import project_progress, retrying_text
 from crawl.models import Page, Project
@@ -17,7 +17,8 @@ def crawl_summary(project: Project, job: Job, completed: bool) -> dict:
     """The summary the command prints (and --json gives): the job's own counts and times."""
     counts = job_counts(job)
     return {
-        "project": project.slug,
+        "project": project.slug,  # what the other commands take
+        "name": project.name,  # what the console shows, and the lines below
         "allow_private": project.allow_private,
         "job": job.id,
         "state": job.state,
@@ -34,11 +35,23 @@ def crawl_summary(project: Project, job: Job, completed: bool) -> dict:
         "assets_failed": counts["assets_failed"],
         "bytes": counts["bytes"],
         "sinks": project_sink_counts(project.id),
-        "seconds": counts["seconds"],  # the job's, from its first claim to its last finish
-        "pages_per_second": counts["pages_per_second"],
+        "seconds": counts["seconds"],  # the job's: from its start (the worker's too) to its end, pauses left out
+        "work_seconds": _work_seconds(job),  # from its first fetch to its last finish (the bench's rate)
+        # Seeds refused before any fetch have no rate worth giving.
+        "pages_per_second": counts["pages_per_second"] if counts["pages_done"] else 0.0,
         "nothing_to_do": completed and not any(counts[k] for k in WORK_DONE),
-        "earlier": _earlier_pages(project),
+        "earlier": _earlier_pages(project, job),
     }
+
+
+def finished_summary(project: Project, *, done: int, failed: int) -> dict:
+    """The summary of a run that found the project finished and made no job (as Start refuses)."""
+    zero = dict.fromkeys(("pages_total", "pages_fetched", "pages_failed", "pages_not_parsed", "pages_pending"), 0)
+    zero |= dict.fromkeys(("items", "assets", "assets_failed", "bytes"), 0)
+    return {"project": project.slug, "name": project.name, "allow_private": project.allow_private, "job": None,
+            "state": None, "completed": True, **zero, "errors": {}, "asset_errors": {},
+            "sinks": project_sink_counts(project.id), "seconds": 0.0, "work_seconds": 0.0, "pages_per_second": 0.0,
+            "nothing_to_do": True, "earlier": {"done": done, "failed": failed}}  # fmt: skip
 
 
 def report_lines(s: dict) -> list[str]:
@@ -50,7 +63,7 @@ def report_lines(s: dict) -> list[str]:
         # Seeds refused before any fetch have no rate worth printing.
         rate = f" in {s['seconds']} s ({s['pages_per_second']:.1f} pages/s)" if s["pages_fetched"] else ""
         lines = [
-            f"{s['project']} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
+            f"{s.get('name', s['project'])} job {s['job']} {s['state']}: {s['pages_fetched']} pages done{not_parsed}, "
             f"{s['pages_failed']} failed, {s['assets']} assets stored ({s['assets_failed']} failed){rate}"
         ]
     lines += [f"  {n:6d} {code}" for code, n in s["errors"].items()]
@@ -65,18 +78,23 @@ def unfinished_text(job: Job, project: Project, why: str, worker) -> str:
     """What happens to a job the command stopped waiting for: an embedded one is paused (its
     workers stopped with the command), a distributed one goes on in the workers."""
     if worker:
-        return f"{why}: job {job.id} of {project.slug} is paused; run the same command again to resume it"
+        return f"{why}: job {job.id} of {project.name} is paused; run the same command again to resume it"
     return (
-        f"{why}: stopped waiting, but job {job.id} of {project.slug} goes on in the workers "
+        f"{why}: stopped waiting, but job {job.id} of {project.name} goes on in the workers "
         f"(`manage.py jobs {project.slug}` shows it, `manage.py pause {project.slug}` pauses it)"
     )
 
 
-WORK_DONE = ("pages_done", "pages_failed", "assets_done", "assets_failed")
+def _work_seconds(job: Job) -> float:
+    began, last = job_span(job)
+    return round((last - began).total_seconds(), 2) if began and last else 0.0
 
 
-def _earlier_pages(project: Project) -> dict[str, int]:
+def _earlier_pages(project: Project, job: Job | None) -> dict[str, int]:
+    """The project's done and failed pages that earlier runs finished (not this job's)."""
     rows = Page.objects.filter(project=project, state__in=(Page.State.DONE, Page.State.FAILED))
+    if job is not None:
+        rows = rows.exclude(job_id=job.id)
     return dict(rows.values_list("state").annotate(n=Count("id")).order_by())
 
 
@@ -84,8 +102,9 @@ def _nothing_line(s: dict) -> str:
     """A run that fetched nothing says so, what earlier runs left, and the way to fetch them again."""
     done, failed = s["earlier"].get("done", 0), s["earlier"].get("failed", 0)
     retry = f", `manage.py requeue {s['project']}` retries the {failed} failed" if failed else ""
+    job = f" job {s['job']}" if s["job"] else ""  # a job of an earlier version, or a race with another start
     return (
-        f"{s['project']} job {s['job']}: nothing to crawl, every page is finished ({done} done, {failed} failed "
+        f"{s.get('name', s['project'])}{job}: nothing to crawl, every page is finished ({done} done, {failed} failed "
         f"by earlier runs); --recrawl fetches the done pages again{retry}"
     )
 

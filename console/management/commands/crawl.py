@@ -17,12 +17,18 @@ from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.live import Live
 
-from console.job_runs import POLL_SECONDS, Run, crawl_run
-from console.management.commands._crawl_summary import crawl_summary, progress_table, report_lines, unfinished_text
+from console.job_runs import OUTAGES, POLL_SECONDS, Run, crawl_run, through_outages
+from console.management.commands._crawl_summary import (
+    crawl_summary,
+    finished_summary,
+    progress_table,
+    report_lines,
+    unfinished_text,
+)
 from console.models import Job
 from console.selectors import retrying_text
 from crawl.models import Page, Project
-from crawl.services.projects import project_get_or_create, project_name_for, project_named_alike, seed_problem
+from crawl.services.projects import project_get_or_create, project_name_for, project_named_alike
 
 
 def _bounded(low: int, high: int | None = None):
@@ -117,11 +123,18 @@ class Command(BaseCommand):
         name = opts["project"] or project_name_for(every_url[0])
         if name is None:
             raise CommandError(f"not a URL that can be crawled: {every_url[0]!r} (try {_suggested(every_url[0])})")
-        project = self._project(name, opts)
-        self._check_seeds(project, every_url)
-        # Refused seeds are kept too: each becomes a failed row saying why (and the job fails when
-        # nothing else could be crawled).
-        result = self._run(project, opts)
+        # Refused seeds are named first (crawl_run), and kept too: each becomes a failed row saying
+        # why (and the job fails when nothing else could be crawled).
+        try:
+            project = through_outages(lambda: self._project(name, opts), notice=self._notice)
+            result = self._run(project, opts)
+        except OUTAGES as exc:  # still down after the wait: one line, not a traceback
+            said = " ".join(str(exc).split())[:300]
+            raise CommandError(f"the database or broker did not come back: {type(exc).__name__}: {said}") from None
+        if result.finished:  # no job made, as Start answers on a finished project
+            finished = result.finished
+            self._report(finished_summary(project, done=finished.done, failed=finished.failed), opts["json"])
+            return
         job = result.job
         summary = crawl_summary(project, job, result.completed)
         self._report(summary, opts["json"])
@@ -142,6 +155,7 @@ class Command(BaseCommand):
             workers=opts["workers"],
             timeout=opts["timeout"],
             on_notice=self._notice,
+            private_flag="--allow-private",
         )
         if sys.stderr.isatty():
             with Live(console=Console(stderr=True), refresh_per_second=4, transient=False) as live:
@@ -156,12 +170,12 @@ class Command(BaseCommand):
         existing = project_named_alike(name)
         if existing is not None:
             pages = Page.objects.filter(project=existing).count()
-            alike = f", named {existing.name!r}" if existing.name != name else ""
-            self.stderr.write(f"using the existing project {existing.slug} ({pages} pages from earlier runs{alike})")
+            alike = f"; {name!r} names it too, but for case and punctuation" if existing.name != name else ""
+            self.stderr.write(f"using the existing project {existing.name} ({pages} pages from earlier runs{alike})")
             if opts["allow_private"] and not existing.allow_private:
-                self.stderr.write(f"project {existing.slug}: private addresses allowed from now on (--allow-private)")
+                self.stderr.write(f"project {existing.name}: private addresses allowed from now on (--allow-private)")
             elif existing.allow_private and not opts["allow_private"]:
-                self.stderr.write(f"project {existing.slug} allows private addresses (set earlier)")
+                self.stderr.write(f"project {existing.name} allows private addresses (set earlier)")
         return project_get_or_create(
             name=name,
             max_depth=opts["max_depth"],
@@ -174,15 +188,6 @@ class Command(BaseCommand):
 
     def _private_refused(self, summary: dict) -> bool:
         return bool(summary["errors"].get("blocked_address")) and not summary.get("allow_private")
-
-    def _check_seeds(self, project: Project, urls: list[str]) -> None:
-        """Name each seed that will be refused, with the reason (and the flag that would allow it)."""
-        for url in urls:
-            problem = seed_problem(url, allow_private=project.allow_private)
-            if problem is None:
-                continue
-            problem = problem.replace("(a project may allow private networks)", "(--allow-private allows it)")
-            self.stderr.write(f"refused seed {url}: {problem}")
 
     def _progress_line(self, progress: dict, elapsed: float) -> None:
         pages = progress["pages"]

@@ -32,6 +32,7 @@ from crawlproject.envsafety import private_file
 from crawlproject.processes import EmbeddedWorker
 
 READY_TIMEOUT = 90.0
+BEAT_RESTART_SECONDS = 10.0  # a restarted beat that dies this soon again ends the command
 
 
 class Command(BaseCommand):
@@ -77,9 +78,7 @@ class Command(BaseCommand):
             else:
                 self._say("workers", "none started here (--workers N to start some); the overview shows who consumes")
             if beat:
-                schedule = str(settings.VAR_DIR / "celerybeat-schedule")
-                beat_command = [sys.executable, "-m", "celery", "-A", "crawlproject", "beat", "-l", "WARNING"]
-                children.append(self._spawn("beat", [*beat_command, "-s", schedule]))
+                children.append(self._spawn("beat", _beat_command()))
                 self._say("scheduler", "celery beat running (recrawl ticks, reaper, job ends)")
             web = self._spawn("web", self._web_command(opts))
             children.append(web)
@@ -157,15 +156,23 @@ class Command(BaseCommand):
         raise CommandError(f"the web server did not answer in {READY_TIMEOUT:.0f} s; see var/log/serve-web.log")
 
     def _supervise(self, web, children, worker) -> None:
-        """Until Ctrl-C or SIGTERM: restart a worker that died; stop everything if the web server did."""
+        """Until Ctrl-C or SIGTERM: restart a worker or a beat that died, and say so; stop everything
+        if the web server did."""
+        restarted = float("-inf")
         while True:
             if web.poll() is not None:
                 raise CommandError(f"the web server exited ({web.returncode}); see var/log/serve-web.log")
             if worker:
                 worker.keep_alive()
-            for child in children:
-                if child is not web and child.poll() is not None:
-                    raise CommandError(f"celery beat exited ({child.returncode}); see var/log/serve-beat.log")
+            for i, child in enumerate(children):
+                if child is web or child.poll() is None:
+                    continue
+                if time.monotonic() - restarted < BEAT_RESTART_SECONDS:  # the restart died at once: it won't help
+                    raise CommandError(f"celery beat exited ({child.returncode}) again; see var/log/serve-beat.log")
+                self._say(
+                    "scheduler", f"celery beat exited ({child.returncode}); restarting it (var/log/serve-beat.log)"
+                )
+                children[i], restarted = self._spawn("beat", _beat_command()), time.monotonic()
             time.sleep(1)
 
 
@@ -185,6 +192,11 @@ def _console_address_publish(host: str, port: int) -> None:
     refused in this process too."""
     os.environ["PORT"], os.environ["HOST"] = str(port), host
     refuse_services(own_services(settings))
+
+
+def _beat_command() -> list[str]:
+    schedule = str(settings.VAR_DIR / "celerybeat-schedule")
+    return [sys.executable, "-m", "celery", "-A", "crawlproject", "beat", "-l", "WARNING", "-s", schedule]
 
 
 def _interrupt(signum, frame) -> None:
