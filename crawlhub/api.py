@@ -52,7 +52,11 @@ def seeds_check(project, urls: list[str]) -> None:
     """ValueError naming each URL the crawler would refuse as a seed of the project, and why."""
     from crawl.services.projects import seed_problem
 
-    problems = [f"{url}: {p}" for url in urls if (p := seed_problem(url, allow_private=project.allow_private))]
+    problems = [
+        f"{url}: {p}".replace("(a project may allow private networks)", "(allow_private=True allows it)")
+        for url in urls
+        if (p := seed_problem(url, allow_private=project.allow_private))
+    ]
     if problems:
         raise ValueError("seeds refused (none added): " + "; ".join(problems))
 

@@ -58,7 +58,9 @@ def test_3_a_job_whose_pages_were_refused_names_allow_private(make_project):
 
 
 @pytest.mark.integration
-def test_3_the_python_api_example_on_a_loopback_url_fails_and_names_allow_private(tmp_path):
+def test_3_the_python_api_example_on_a_loopback_url_is_refused_naming_allow_private(tmp_path):
+    """The seed is checked when it is added (as every door checks it): a ValueError that names the
+    setting, and nothing added or run."""
     script = (
         "import crawlhub, sys\n"
         "site = crawlhub.project('docs site', max_pages=500, max_depth=3)\n"
@@ -77,13 +79,10 @@ def test_3_the_python_api_example_on_a_loopback_url_fails_and_names_allow_privat
             [sys.executable, "-c", script, f"{server.url}/"], cwd=tmp_path, env=env, capture_output=True, text=True,
             timeout=300,
         )  # fmt: skip
-    lines = done.stdout.splitlines()
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert any(
-        line.startswith(f"refused seed {server.url}/") and "allow_private=True allows it" in line for line in lines
-    )
-    assert "failed True" in lines, done.stdout
-    assert "allow_private" in lines[-1], "the job's message names the setting"
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ValueError: seeds refused (none added)" in done.stderr
+    assert f"{server.url}/: blocked_address" in done.stderr and "(allow_private=True allows it)" in done.stderr
+    assert "failed" not in done.stdout and "succeeded" not in done.stdout, "nothing ran"
 
 
 def test_9_the_crawl_command_makes_no_empty_job_on_a_finished_project(make_project):
