@@ -50,6 +50,7 @@ RULES = [
     Rule("crawl.PageVersion", "fetched_at", "CONSOLE_KEEP_PAGE_VERSIONS_DAYS", _superseded_versions),
     Rule("sinks.SinkDelivery", "updated_at", "CONSOLE_KEEP_SINK_RECORDS_DAYS", _delivered),
     Rule("console.Alert", "resolved_at", "CONSOLE_KEEP_ALERTS_DAYS", lambda alerts: alerts.exclude(resolved_at=None)),
+    Rule("console.DebugRun", "created_at", "CONSOLE_KEEP_DEBUG_RUNS_DAYS"),  # drafts and bodies: a day's work
 ]
 
 

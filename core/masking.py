@@ -32,8 +32,11 @@ def unmasked_map(new: dict, stored: dict | None) -> dict:
 
 def masked_request(request: dict | None) -> dict:
     """A frontier row's own request (a seed's or a spider's) as people see it: its header and cookie
-    values and its body masked, the method and everything else as they are."""
+    values and its body masked, its own proxy's credentials too (masked_url), the method and
+    everything else as they are."""
     shown = dict(request or {})
+    if isinstance(shown.get("proxy"), str):
+        shown["proxy"] = masked_url(shown["proxy"])
     for name in ("headers", "cookies"):
         if isinstance(shown.get(name), dict):
             shown[name] = masked_map(shown[name])

@@ -424,6 +424,7 @@ CONSOLE_KEEP_JOB_LOGS_DAYS = env.int("CONSOLE_KEEP_JOB_LOGS_DAYS", default=30)
 CONSOLE_KEEP_PAGE_VERSIONS_DAYS = env.int("CONSOLE_KEEP_PAGE_VERSIONS_DAYS", default=180)  # never a page's newest
 CONSOLE_KEEP_SINK_RECORDS_DAYS = env.int("CONSOLE_KEEP_SINK_RECORDS_DAYS", default=7)  # delivered ones only
 CONSOLE_KEEP_ALERTS_DAYS = env.int("CONSOLE_KEEP_ALERTS_DAYS", default=90)  # resolved ones only
+CONSOLE_KEEP_DEBUG_RUNS_DAYS = env.int("CONSOLE_KEEP_DEBUG_RUNS_DAYS", default=1)  # the debugger's runs
 CONSOLE_PRUNE_BATCH = env.int("CONSOLE_PRUNE_BATCH", default=500)  # rows per delete statement
 
 # --- Monitoring and alerts (console/health.py, monitors.py, notify.py) -----------------------------

@@ -4,19 +4,32 @@ Run as `python -m scrape.draft_runner` by scrape/sandbox.py, under its time and 
 reads one JSON job on stdin and writes one JSON answer on stdout. Pure: no Django, no network, no
 database; what it is handed is all it sees.
 
-    job    {"sources": {"draft": "<python>", ...}, "responses": [{"url", "status", "headers",
+Its entry points (the job's "entry"):
+
+    run    {"sources": {"draft": "<python>", ...}, "responses": [{"url", "status", "headers",
             "body_b64", "request"}]}
-    answer {"<source name>": {"error": {"message", "line"}} | {"runs": [<run>, ...]}}
-    run    {"items", "requests", "media", "log", "error"}
+           -> {"<source name>": {"error": {"message", "line"}} | {"runs": [<run>, ...]}}
+           <run> {"items", "requests", "media", "log", "error"}
+    vet    {"source", "checks": [{"name", "url", "status", "headers", "body_b64", "request",
+            "expected_items"}]}: what a deploy checks
+           -> {"error": {"message", "line"}} | {"spider_name", "failures": ["<check>: <difference>"]}
+    start  {"source"}: the spider's start() hook
+           -> {"error": {...}} | {"requests": [...], "log": [...], "error": str | None}
+    sign   {"source", "request": {"url", "method", "headers", "body_b64", "stored", "priority"}}:
+           the spider's sign() hook on one request
+           -> {"error": {...}} | {"request": {"url", "method", "headers", "body_b64"} | None,
+               "sign_error": str | None}
 """
 
 import base64
 import json
 import sys
+import traceback
 
+from scrape.spider_checks import check_failures, check_run
 from scrape.spider_code import compile_spider
 from scrape.spider_request import Request
-from scrape.spiders import Response, Spider, run_spider
+from scrape.spiders import Response, Spider, run_spider, run_start
 
 
 def source_filename(name: str) -> str:
@@ -38,15 +51,22 @@ def response_of(data: dict) -> Response:
                     body=body, request=request)  # fmt: skip
 
 
+def requests_report(requests: list[Request]) -> list[dict]:
+    return [{"url": r.url, "priority": r.priority, "request": r.page_request()} for r in requests]
+
+
+def log_report(log: list) -> list[dict]:
+    return [{"at": x.at.isoformat(), "level": x.level, "message": x.message} for x in log]
+
+
 def run_report(spider: Spider, response: Response) -> dict:
     """What the spider made of one response, as plain data."""
     result = run_spider(spider, response)
-    requests = [{"url": r.url, "priority": r.priority, "request": r.page_request()} for r in result.requests]
     return {
         "items": result.items,
-        "requests": requests,
+        "requests": requests_report(result.requests),
         "media": [list(m) for m in result.media],
-        "log": [{"at": x.at.isoformat(), "level": x.level, "message": x.message} for x in result.log],
+        "log": log_report(result.log),
         "error": result.error,
     }
 
@@ -59,11 +79,62 @@ def run_source(name: str, source: str, responses: list[Response]) -> dict:
     return {"runs": [run_report(spider, response) for response in responses]}
 
 
+def run_entry(job: dict) -> dict:
+    responses = [response_of(r) for r in job["responses"]]
+    return {name: run_source(name, source, responses) for name, source in job["sources"].items()}
+
+
+def vet_entry(job: dict) -> dict:
+    """A deploy's vetting: the source compiles to one spider with real routes, and its checks pass."""
+    try:
+        spider_cls = compile_spider(job["source"], filename="<deploy>")
+    except Exception as exc:
+        return {"error": compile_error(exc)}
+    checks = [check | {"body": base64.b64decode(check.get("body_b64") or "")} for check in job.get("checks") or []]
+    results = [check_run(spider_cls(), check) for check in checks]
+    return {"spider_name": str(spider_cls.name or spider_cls.__qualname__), "failures": check_failures(results)}
+
+
+def start_entry(job: dict) -> dict:
+    try:
+        spider = compile_spider(job["source"], filename="<spider>")()
+    except Exception as exc:
+        return {"error": compile_error(exc)}
+    result = run_start(spider)
+    return {"requests": requests_report(result.requests), "log": log_report(result.log), "error": result.error}
+
+
+def sign_entry(job: dict) -> dict:
+    try:
+        spider = compile_spider(job["source"], filename="<draft>")()
+    except Exception as exc:
+        return {"error": compile_error(exc)}
+    if not callable(getattr(spider, "sign", None)):
+        return {"request": None, "sign_error": None}
+    asked = job["request"]
+    request = Request.from_page_request(asked["url"], asked.get("stored") or {}, asked.get("priority") or 0)
+    request.method, request.headers = asked["method"], dict(asked["headers"])
+    request.body = base64.b64decode(asked.get("body_b64") or "") or None
+    try:
+        out = spider.sign(request)
+        if not isinstance(out, Request):
+            raise TypeError(f"sign() must return a Request, not {type(out).__name__}")
+        out = Request(out.url, method=out.method, headers=out.headers, body=out.body)  # checked as a new one is
+    except Exception as exc:
+        trace = traceback.format_exc(limit=-5)
+        return {"request": None, "sign_error": f"spider_error: {type(exc).__name__}: {exc}\n{trace}"}
+    body = base64.b64encode(out.body or b"").decode()
+    return {"request": {"url": out.url, "method": out.method, "headers": out.headers, "body_b64": body},
+            "sign_error": None}  # fmt: skip
+
+
+ENTRIES = {"run": run_entry, "vet": vet_entry, "start": start_entry, "sign": sign_entry}
+
+
 def main() -> None:
     job, out = json.load(sys.stdin), sys.stdout
     sys.stdout = sys.stderr  # what the code prints must not spoil the answer
-    responses = [response_of(r) for r in job["responses"]]
-    answer = {name: run_source(name, source, responses) for name, source in job["sources"].items()}
+    answer = ENTRIES[job.get("entry", "run")](job)
     out.write(json.dumps(answer, ensure_ascii=False, default=str))
 
 

@@ -2,6 +2,11 @@
 of its project starts (pyspider's on_start), and sign(request), run in the fetch worker on each of
 its project's requests just before it is sent (a fresh timestamp or HMAC per request).
 
+A job may be started by the web process (the API, the admin): a deployed version's start() runs in
+the sandbox's child (scrape/sandbox.py: no database, broker or secret, a time and a memory limit),
+never in the process that starts the job. A built-in spider (CRAWL_SPIDER_MODULES) is installed
+code, as trusted as crawlhub's own, and runs in the process.
+
 The fetch stage (crawl/) cannot import a spider: it asks through crawl.signals.request_signer,
 which scrape/apps.py connects to spider_signer."""
 
@@ -13,7 +18,8 @@ from crawl.frontier.discovery import requests_enqueue
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 
-from .spider_versions import has_spider, project_spider
+from .sandbox import SandboxStopped, sandbox_run
+from .spider_versions import has_spider, project_spider, sandbox_limits, version_source
 from .spiders import Request, Spider, SpiderError, run_start
 
 log = logging.getLogger("crawlhub.spiders")
@@ -31,18 +37,48 @@ def _spider_of(project: Project) -> Spider | None:
 def spider_start(*, project: Project) -> list[int]:
     """Run the project's spider's start() hook, if it has one, and put its requests in the frontier
     as the seeds are (they need not be in scope; what they lead to must be). Returns the ids of the
-    new rows. A hook that fails is logged (the job's log) and adds nothing; the seeds still go."""
+    new rows. A hook that fails, or is stopped at the sandbox's limits, is logged (the job's log)
+    and adds nothing; the seeds still go."""
+    if project.spider_version_id is not None:
+        started = _start_sandboxed(project)
+    else:
+        started = _start_builtin(project)
+    if started is None:
+        return []
+    links = [Link(r["url"], 0, priority=r["priority"], request=r["request"]) for r in started]
+    return requests_enqueue(project, links)
+
+
+def _start_sandboxed(project: Project) -> list[dict] | None:
+    _, source = version_source(project.spider_version_id)
+    try:
+        answer = sandbox_run({"entry": "start", "source": source}, limits=sandbox_limits())
+    except SandboxStopped as exc:
+        log.warning("the start() hook of spider version %s was %s", project.spider_version_id, exc)
+        return None
+    if "error" in answer and isinstance(answer["error"], dict):
+        log.warning("spider version %s does not compile: %s", project.spider_version_id, answer["error"]["message"])
+        return None
+    return _started(project, answer["log"], answer["error"], answer["requests"])
+
+
+def _start_builtin(project: Project) -> list[dict] | None:
     spider = _spider_of(project)
     if spider is None or not callable(getattr(spider, "start", None)):
-        return []
+        return None
     result = run_start(spider)
-    for line in result.log:
-        log.log(logging.getLevelName(line.level), "start(): %s", line.message)
-    if result.error:
-        log.warning("the start() hook of spider %s failed: %s", project.spider, result.error)
-        return []
-    links = [Link(r.url, 0, priority=r.priority, request=r.page_request()) for r in result.requests]
-    return requests_enqueue(project, links)
+    logged = [{"level": x.level, "message": x.message} for x in result.log]
+    requests = [{"url": r.url, "priority": r.priority, "request": r.page_request()} for r in result.requests]
+    return _started(project, logged, result.error, requests)
+
+
+def _started(project: Project, logged: list[dict], error: str | None, requests: list[dict]) -> list[dict] | None:
+    for line in logged:
+        log.log(logging.getLevelName(line["level"]), "start(): %s", line["message"])
+    if error:
+        log.warning("the start() hook of spider %s failed: %s", project.spider or project.spider_version_id, error)
+        return None
+    return requests
 
 
 def spider_signer(sender, *, project: Project, **kwargs):

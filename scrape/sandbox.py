@@ -1,8 +1,10 @@
-"""Run spider sources that nobody has deployed (the debugger's drafts) in a child process with a
-time and a memory limit, so a draft that loops forever or eats memory is stopped and the worker
-that asked goes on. Pure: no Django; the limits are handed in.
+"""Run user spider code (the debugger's drafts, a deploy's vetting, a deployed version's start()
+hook, a draft's sign()) in a child process with a time and a memory limit, so code that loops
+forever or eats memory is stopped and the process that asked (a worker, or the web process for a
+deploy) goes on. Pure: no Django; the limits are handed in.
 
-The child is `python -m scrape.draft_runner` (it sees only the JSON it is sent). Its address space
+The child is `python -m scrape.draft_runner` (it sees only the JSON it is sent, and an environment
+without the database URL, broker URL or any secret). Its entry points: scrape/draft_runner.py. Its address space
 is capped with RLIMIT_AS and its CPU with RLIMIT_CPU; the wall clock is the parent's timeout.
 """
 
@@ -41,7 +43,13 @@ def sources_run(sources: dict[str, str], responses: list[dict], *, limits: Limit
     """Each source (by name) compiled and run on every response (made by sandbox_response): for each
     name {"error": {"message", "line"}} or {"runs": [...]} in the order of the responses. Raises
     SandboxStopped when the child overran its limits or died."""
-    job = json.dumps({"sources": sources, "responses": responses}).encode()
+    return sandbox_run({"entry": "run", "sources": sources, "responses": responses}, limits=limits)
+
+
+def sandbox_run(job: dict, *, limits: Limits) -> dict:
+    """One job (its "entry" names what the child does: scrape/draft_runner.py) run in the limited
+    child: its JSON answer. Raises SandboxStopped when the child overran its limits or died."""
+    payload = json.dumps(job).encode()
     child = subprocess.Popen(
         [sys.executable, "-m", "scrape.draft_runner"],
         cwd=ROOT,
@@ -53,12 +61,12 @@ def sources_run(sources: dict[str, str], responses: list[dict], *, limits: Limit
         start_new_session=True,
     )
     try:
-        out, err = child.communicate(job, timeout=limits.seconds)
+        out, err = child.communicate(payload, timeout=limits.seconds)
     except subprocess.TimeoutExpired:
         _kill(child)
         raise SandboxStopped(
-            f"stopped after {limits.seconds:g} s: the code ran past the debugger's time limit "
-            "(a loop that never ends?); the worker goes on"
+            f"stopped after {limits.seconds:g} s: the code ran past the sandbox's time limit "
+            "(a loop that never ends?); the process that ran it goes on"
         ) from None
     if child.returncode != 0:
         raise SandboxStopped(_death(child.returncode, limits, err.decode(errors="replace")))
@@ -90,7 +98,7 @@ def _kill(child: subprocess.Popen) -> None:
 def _death(code: int, limits: Limits, stderr: str) -> str:
     tail = stderr[-MAX_STDERR_CHARS:].strip()
     if "MemoryError" in tail:
-        return f"stopped: the code needed more than the debugger's {limits.memory_mb} MB of memory"
+        return f"stopped: the code needed more than the sandbox's {limits.memory_mb} MB of memory"
     if code in (-signal.SIGXCPU, -signal.SIGKILL):
-        return f"stopped after {limits.seconds:g} s of CPU: the code ran past the debugger's time limit"
+        return f"stopped after {limits.seconds:g} s of CPU: the code ran past the sandbox's time limit"
     return f"the code's process died (exit {code}): {tail or 'no message'}"

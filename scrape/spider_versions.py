@@ -1,12 +1,15 @@
 """Spider code as versioned project data: deploy, activate (rollback is activating an older
 version), and the spider a project's pages are parsed with.
 
-A deploy compiles the source and runs the project's checks before it saves anything; a refused
+A deploy compiles the source and runs the project's checks before it saves anything, in the
+sandbox's child process (scrape/sandbox.py: no database, broker or secret, a time and a memory
+limit), never in the process that deploys (the web process, for the API and the admin); a refused
 deploy saves nothing. Activating a version points the project at it (Project.spider_version_id) and
 moves the project's rules stamp, so each worker's next batch reads the new pointer with the page's
 project row (no extra query) and compiles the version once, by its hash.
 """
 
+import base64
 import logging
 
 from django.conf import settings
@@ -18,8 +21,9 @@ from django.utils import timezone
 from crawl.models import Project
 
 from .models import SpiderCheck, SpiderVersion
-from .spider_checks import CheckResult, as_json, check_failures, check_run
-from .spider_code import SpiderCodeError, compile_spider, source_sha256, spider_class_for
+from .sandbox import Limits, SandboxStopped, sandbox_run
+from .spider_checks import CheckResult, as_json, check_run
+from .spider_code import SpiderCodeError, source_sha256, spider_class_for
 from .spiders import Spider, get_spider, load_spider_modules
 
 log = logging.getLogger("crawlhub.spiders")
@@ -48,20 +52,39 @@ def spider_version_deploy(
     active = spider_version_active(project)
     if active is not None and active.sha256 == source_sha256(source):
         return active
-    spider_cls = spider_version_vet(project=project, source=source, force=force)
-    return _version_store(project, source, spider_cls, user, message)
+    spider_name = spider_version_vet(project=project, source=source, force=force)
+    return _version_store(project, source, spider_name, user, message)
 
 
-def spider_version_vet(*, project: Project, source: str, force: bool = False) -> type[Spider]:
-    """What a deploy checks before it saves (forms call it to show the refusal beside the code):
-    the spider class, or SpiderCodeError / DeployRefused."""
-    spider_cls = compile_spider(source, filename="<deploy>")
-    if not force:
-        _checks_pass(project, spider_cls)
-    return spider_cls
+def sandbox_limits() -> Limits:
+    """The limits user code runs under in the sandbox: the debugger's (CRAWL_DEBUG_*)."""
+    return Limits(seconds=settings.CRAWL_DEBUG_SECONDS, memory_mb=settings.CRAWL_DEBUG_MEMORY_MB)
 
 
-def _version_store(project: Project, source: str, spider_cls: type[Spider], user, message: str) -> SpiderVersion:
+def spider_version_vet(*, project: Project, source: str, force: bool = False) -> str:
+    """What a deploy checks before it saves (forms call it to show the refusal beside the code),
+    run in the sandbox's child: the spider's name, or SpiderCodeError (also for code stopped at
+    the sandbox's limits) / DeployRefused."""
+    checks = [] if force else [_check_job(c) for c in SpiderCheck.objects.filter(project=project).order_by("name")]
+    try:
+        answer = sandbox_run({"entry": "vet", "source": source, "checks": checks}, limits=sandbox_limits())
+    except SandboxStopped as exc:
+        raise SpiderCodeError(f"refused: importing the module was {exc}") from None
+    if "error" in answer:
+        raise SpiderCodeError(answer["error"]["message"], line=answer["error"]["line"])
+    failures = answer["failures"]
+    if failures:
+        raise DeployRefused(f"{len(failures)} check(s) fail: " + "; ".join(failures), differences=failures)
+    return answer["spider_name"]
+
+
+def _check_job(check: SpiderCheck) -> dict:
+    fields = _check_fields(check)
+    body = base64.b64encode(fields.pop("body")).decode()
+    return fields | {"body_b64": body}
+
+
+def _version_store(project: Project, source: str, spider_name: str, user, message: str) -> SpiderVersion:
     sha256 = source_sha256(source)
     with transaction.atomic():
         Project.objects.select_for_update().filter(id=project.id).first()  # one deploy of a project at a time
@@ -71,19 +94,13 @@ def _version_store(project: Project, source: str, spider_cls: type[Spider], user
             number=number,
             source=source,
             sha256=sha256,
-            spider_name=str(spider_cls.name or spider_cls.__qualname__)[:100],
+            spider_name=spider_name[:100],
             message=message,
             created_by=user if user is not None and user.is_authenticated else None,
         )
         spider_version_activate(project=project, version=version)
     log.info("project %s: spider version %s deployed", project.slug, number)
     return version
-
-
-def _checks_pass(project: Project, spider_cls: type[Spider]) -> None:
-    failures = check_failures(spider_checks_run(project=project, spider=spider_cls()))
-    if failures:
-        raise DeployRefused(f"{len(failures)} check(s) fail: " + "; ".join(failures), differences=failures)
 
 
 @transaction.atomic
@@ -115,13 +132,13 @@ def project_spider(project: Project) -> Spider:
     once per process, by hash), else the built-in one named by Project.spider. Raises SpiderError
     (SpiderCodeError for a version that no longer compiles here)."""
     if project.spider_version_id is not None:
-        sha256, source = _version_source(project.spider_version_id)
+        sha256, source = version_source(project.spider_version_id)
         return spider_class_for(sha256, source)()
     _load_builtins()
     return get_spider(project.spider)
 
 
-def _version_source(version_id: int) -> tuple[str, str]:
+def version_source(version_id: int) -> tuple[str, str]:
     """One query per version and process: a version never changes."""
     found = _VERSIONS.get(version_id)
     if found is None:

@@ -20,6 +20,7 @@ from console.admin.debugger_forms import DebugForm, initial_from_query, run_init
 from console.debug_models import DebugRun
 from console.debugger import debug_run_start, debug_run_wait
 from console.debugger_stored import active_source
+from console.masking import masked_request
 from console.tryurl import MAX_MATCHES
 from scrape.rules import compile_css, compile_xpath, match_texts, parse_html
 from scrape.spider_request import RequestError
@@ -184,7 +185,7 @@ def _report_context(report: dict) -> dict:
         "item_columns": columns,
         "item_rows": rows,
         "headers": sorted((report.get("headers") or {}).items()),
-        "request_json": json.dumps(report.get("request") or {}, indent=1),
+        "request_json": json.dumps(masked_request(report.get("request")), indent=1),
     }
 
 

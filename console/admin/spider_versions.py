@@ -4,6 +4,7 @@ older one the "activate" action) and its checks. Both need scrape.deploy_spider,
 from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html
+from django_ace import AceWidget
 
 from console.access import projects_for
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
@@ -20,7 +21,11 @@ class DeployForm(forms.ModelForm):
     class Meta:
         model = SpiderVersion
         fields = ("project", "source", "message")
-        widgets = {"source": forms.Textarea(attrs={"rows": 30, "cols": 100, "spellcheck": "false"})}
+        widgets = {  # the debugger's editor: highlighting and line numbers, Ace served from static (no CDN)
+            "source": AceWidget(
+                mode="python", width="100%", height="520px", useworker=False, showprintmargin=False, tabsize=4
+            )
+        }
 
     def clean(self):
         """The deploy's own checks, shown beside the code: compiled, one spider, its routes, its checks."""

@@ -125,7 +125,7 @@ def test_a_draft_that_loops_forever_is_stopped_at_its_limit_and_the_worker_goes_
     project = shop_project(shop)
     stopped = finished(debug_run_start(project=project, user=None, source=LOOPS, url=f"{shop.url}/product/1"))
     assert stopped.state == "failed"
-    assert stopped.report["stopped"].startswith("stopped after 2 s: the code ran past the debugger's time limit")
+    assert stopped.report["stopped"].startswith("stopped after 2 s: the code ran past the sandbox's time limit")
     after = finished(debug_run_start(project=project, user=None, source=DRAFT, url=f"{shop.url}/product/3"))
     assert after.state == "done" and after.report["items"][0]["title"] == "Lamp 3"
 

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
-from console.models import Alert, Job, JobLogEntry, Monitor
+from console.models import Alert, DebugRun, Job, JobLogEntry, Monitor
 from console.retention import RULES, prune
 from core.canonical import url_key
 from crawl.models import Page, PageVersion, Project
@@ -72,7 +72,12 @@ def rows():
     def alert(subject: str, resolved) -> int:
         return Alert.objects.create(project=project, monitor=monitor, subject=subject, resolved_at=resolved).id
 
+    def debug_run(age: timedelta) -> int:
+        return DebugRun.objects.create(project=project, source="x = 1", created_at=now - age).id
+
     return {
+        "old_debug_runs": [debug_run(timedelta(days=1, minutes=i + 1)) for i in range(5)],
+        "kept_debug_runs": [debug_run(timedelta(hours=23))],
         "old_alerts": [alert(f"old {i}", now - LONG_AGO) for i in range(5)],
         "kept_alerts": [alert("still open", None), alert("recent", now - RECENTLY)],
         "old_jobs": [j.id for j in old_jobs],
@@ -98,6 +103,7 @@ def test_old_rows_are_pruned_in_small_batches_and_recent_ones_kept(rows):
         "crawl.PageVersion": 4,
         "sinks.SinkDelivery": 4,
         "console.Alert": 4,
+        "console.DebugRun": 4,
     }, "at most two statements of two rows per kind and run"
     runs = [first]
     while any(runs[-1].values()):
@@ -110,12 +116,19 @@ def test_old_rows_are_pruned_in_small_batches_and_recent_ones_kept(rows):
     assert sum(run["sinks.SinkDelivery"] for run in runs) == len(rows["delivered"])
     assert sum(run["crawl.PageVersion"] for run in runs) == len(rows["superseded"])
     assert sorted(Alert.objects.values_list("id", flat=True)) == rows["kept_alerts"]
+    assert list(DebugRun.objects.values_list("id", flat=True)) == rows["kept_debug_runs"]
+
+
+def test_the_debuggers_runs_are_pruned_after_a_day(rows):
+    assert settings.CONSOLE_KEEP_DEBUG_RUNS_DAYS == 1
+    assert prune()["console.DebugRun"] == len(rows["old_debug_runs"])
+    assert list(DebugRun.objects.values_list("id", flat=True)) == rows["kept_debug_runs"]
 
 
 def test_a_setting_of_zero_keeps_those_rows_forever(rows):
     with override_settings(CONSOLE_KEEP_SINK_RECORDS_DAYS=0, CONSOLE_KEEP_PAGE_VERSIONS_DAYS=0):
         pruned = prune()
-    assert set(pruned) == {"console.JobLogEntry", "console.Job", "console.Alert"}
+    assert set(pruned) == {"console.JobLogEntry", "console.Job", "console.Alert", "console.DebugRun"}
     assert SinkDelivery.objects.count() == len(rows["delivered"]) + len(rows["kept_deliveries"])
     assert PageVersion.objects.count() == len(rows["superseded"]) + len(rows["kept_versions"])
 

@@ -32,6 +32,7 @@ from core.net.guard import allow_networks
 from crawl.frontier.discovery import seed_request
 from crawl.models import Page, PageContent, Project, Seed, SessionCookie
 from scrape.models import Item
+from scrape.spider_request import Request
 from sinks.delivery import sink_deliver, sinks_offer
 from sinks.models import Sink
 from tests.servers import Site, SiteServer
@@ -43,6 +44,7 @@ SECRETS = {
     "project cookie": "pcookie-s3cret",
     "project request header": "pheader-s3cret",
     "proxy password": "proxypw-s3cret",
+    "per-request proxy password": "reqproxypw-s3cret",
     "seed header": "sheader-s3cret",
     "seed POST body": "sbody-s3cret",
     "session cookie": "session-s3cret",
@@ -105,6 +107,10 @@ def _planted(site: SiteServer, receiver: SiteServer, login: tuple) -> Project:
         request=seed_request(seed), fetched_at=timezone.now(),
     )  # fmt: skip
     PageContent.objects.create(page=page, headers=dict(login[1]), body=zlib.compress(login[2]))
+    proxied = Request(f"{site.url}/api", route="api", proxy=f"http://u:{SECRETS['per-request proxy password']}@p.test")
+    Page.objects.create(
+        project=project, url=proxied.url, url_key="p" * 64, host="127.0.0.1", request=proxied.page_request()
+    )  # a spider's follow-up request, with its own proxy
     Item.objects.create(project=project, page=page, kind="page", data={"title": "in"})
     SessionCookie.objects.create(
         project=project, domain="127.0.0.1", path="/", name="sid", value=SECRETS["session cookie"]
@@ -221,7 +227,11 @@ def try_a_url(world, user) -> str:
     run = debug_run_start(project=world["project"], user=user, source="", url=url)
     debug_run_execute(run.id)  # what a worker does: the page only shows its answer
     debugger = client.get(f"/admin/debugger/?run={run.id}")
-    return body(answer) + body(page) + body(debugger)
+    proxied = Page.objects.get(url_key="p" * 64)
+    replay = debug_run_start(project=world["project"], user=user, source="", url=proxied.url, request=proxied.request)
+    debug_run_execute(replay.id)
+    replayed = [client.get(f"/admin/debugger/?run={replay.id}"), client.get(f"/admin/debugger/?page={proxied.id}")]
+    return "".join(body(r) for r in [answer, page, debugger, *replayed])
 
 
 def logs(world, user) -> str:

@@ -115,3 +115,10 @@ def test_the_admin_deploys_refuses_with_the_line_and_rolls_back(shop, member, cl
     client.post("/admin/scrape/spiderversion/", {"action": "activate", "_selected_action": [first.id]})
     assert spider_version_active(Project.objects.get(slug="shop")).number == 1
     assert client.get(f"/admin/scrape/spiderversion/{first.id}/change/").status_code == 200
+
+
+def test_the_admins_deploy_form_edits_the_source_in_the_ace_editor(shop, member, client):
+    client.force_login(member("admin"))
+    html = client.get("/admin/scrape/spiderversion/add/").content.decode()
+    assert 'class="django-ace-widget' in html and "/static/django_ace/ace/ace.js" in html
+    assert 'data-mode="python"' in html
