@@ -4,6 +4,7 @@ the draft's sign() hook, run in the sandbox child just before the request is sen
 loopback servers, with a real worker for the runs."""
 
 import json
+import shutil
 import time
 
 import pytest
@@ -56,6 +57,9 @@ class PartnerSpider(Spider):
         return request
 """
 UNSIGNED = SIGNED.split("    def sign")[0]
+TEXT = UNSIGNED.replace(
+    '{"ids": [i["id"] for i in response.json()["items"]]}', '{"text": response.xpath("string(//p)")}'
+)
 SIGN_FAILS = SIGNED.replace("        parts = urlsplit", "        1 / 0\n        parts = urlsplit")
 
 
@@ -163,3 +167,23 @@ def test_a_sign_hook_that_fails_is_shown_and_nothing_is_sent():
         run.refresh_from_db()
     assert run.report["error"].startswith("spider_error: sign() failed"), run.report
     assert "ZeroDivisionError" in run.report["error"] and api.server.requests == []
+
+
+SCRIPTED = (
+    "<html><body><p>static</p><script>document.querySelector('p').textContent = 'scripted';</script></body></html>"
+)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (run scripts/system-deps.sh)")
+@pytest.mark.django_db
+def test_render_is_chosen_per_request():
+    with SiteServer(Site(default=(200, HTML, SCRIPTED.encode()))) as site:
+        project = Project.objects.create(name="r", slug="r", allow_private=True, obey_robots=False)
+        texts = {}
+        for render in (True, False):
+            asked = {"render": render}
+            run = debug_run_start(project=project, user=None, source=TEXT, url=f"{site.url}/p", request=asked)
+            debug_run_execute(run.id)
+            run.refresh_from_db()
+            texts[render] = (run.report["fetch"]["rendered"], run.report["items"])
+    assert texts == {True: (True, [{"text": "scripted"}]), False: (False, [{"text": "static"}])}
