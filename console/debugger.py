@@ -5,6 +5,9 @@ reads the answer; a worker runs the code (`debug_run_execute`, the console.debug
 child process under the CRAWL_DEBUG_* limits (scrape/sandbox.py), so a draft that never ends is
 stopped and the worker goes on."""
 
+import base64
+import dataclasses
+import re
 import time
 import zlib
 
@@ -16,16 +19,19 @@ from console.debug_models import DebugRun
 from console.masking import masked_response_headers
 from console.tryurl import FOLLOW, link_fates, robots_decision, trial_fetch
 from core.canonical import InvalidURL, canonicalize, host_of, url_key
+from core.net.client import FetchRequest
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
+from crawl.services.request_options import Signer, SignError
 from scrape.extraction import PageResult
-from scrape.sandbox import Limits, SandboxStopped, sandbox_response, sources_run
+from scrape.sandbox import Limits, SandboxStopped, sandbox_response, sandbox_run, sources_run
 from scrape.spider_request import Request
 
 MAX_TEXT_CHARS = 1_000_000  # of a response shown as source and rendered
 # The fates a follow-up request can have, in the debugger's words (console/tryurl.py's, grouped).
 FATE_WORDS = {FOLLOW: "new", "already known": "known", "robots.txt": "refused by robots.txt"}
-REQUEST_FIELDS = ("method", "headers", "body", "route", "meta", "cookies")
+REQUEST_FIELDS = ("method", "headers", "body", "route", "meta", "cookies", "proxy", "render", "timeout")
+_DEFINES_SIGN = re.compile(r"^\s+def sign\s*\(", re.MULTILINE)  # worth asking the sandbox about
 
 
 def debug_limits() -> Limits:
@@ -96,7 +102,7 @@ def request_report(project: Project, source: str, asked: dict) -> tuple[dict, by
         return {"url": asked["url"], "error": f"{exc.code}: {exc}"}, b""
     stored = {k: v for k, v in asked.items() if k != "url"}
     page = Page(project=project, url=url, url_key=url_key(url), host=host_of(url), depth=0, request=stored)
-    response, how = trial_fetch(project, page)
+    response, how = trial_fetch(project, page, signer=draft_signer(source))
     report = {"url": url, "request": stored, "fetch": how, "status": response.status_code,
               "headers": masked_response_headers(response.headers),  # the site's Set-Cookie: its session
               "robots": robots_decision(project, url)}  # fmt: skip
@@ -107,6 +113,27 @@ def request_report(project: Project, source: str, asked: dict) -> tuple[dict, by
     if source.strip():
         report |= _draft_report(project, page, source, response)
     return report, response.body
+
+
+def draft_signer(source: str) -> Signer | None:
+    """The draft's sign() hook, run in the sandbox child on the request just before it is sent (as
+    the fetch worker runs a spider's), or None when the draft defines none."""
+    if not _DEFINES_SIGN.search(source):
+        return None
+
+    def sign(page: Page, request: FetchRequest) -> FetchRequest:
+        asked = {"url": request.url, "method": request.method, "headers": request.headers, "stored": page.request,
+                 "body_b64": base64.b64encode(request.body or b"").decode(), "priority": page.priority}  # fmt: skip
+        answer = sandbox_run({"entry": "sign", "source": source, "request": asked}, limits=debug_limits())
+        if answer.get("sign_error"):
+            raise SignError(answer["sign_error"])
+        out = answer.get("request")
+        if out is None:  # no sign() after all, or a draft that does not compile (its run says so)
+            return request
+        body = base64.b64decode(out["body_b64"]) or None
+        return dataclasses.replace(request, url=out["url"], method=out["method"], headers=out["headers"], body=body)
+
+    return sign
 
 
 def _draft_report(project: Project, page: Page, source: str, response) -> dict:

@@ -9,15 +9,17 @@ from dataclasses import asdict, dataclass, field
 
 import lxml.etree
 
-from console.masking import masked_response_headers
+from console.masking import masked_response_headers, masked_url
 from core.canonical import InvalidURL, Scope, canonicalize, host_of, origin_of, url_key
-from core.net.client import FetchResponse, fetch, runner
+from core.net.client import FetchResponse, fetch_many, runner
 from crawl.frontier.discovery import existing_keys, seed_request, within_budget, within_host_budgets
+from crawl.frontier.stages import page_renders
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.policy import allows_private, fetch_limits, project_scope, user_agent_of
 from crawl.services.fetch_stage import build_request, render_request
 from crawl.services.rendering import render_page
+from crawl.services.request_options import Signer, SignError, page_client, page_proxy, signed
 from crawl.services.robots_cache import robots_policies
 from crawl.services.sessions import session_load
 from scrape.extraction import PageResult, extract_page, extraction_fields
@@ -111,22 +113,41 @@ def _trial_page(project: Project, canonical: str) -> tuple[Page, str]:
     return page, "seed"
 
 
-def trial_fetch(project: Project, page: Page) -> tuple[FetchResponse, dict]:
-    """The crawl's fetch of the page, with the project's session (read, never written here):
-    rendered in headless Chromium for a render_js project, else build_request through the guarded
-    client."""
+def trial_fetch(project: Project, page: Page, *, signer: Signer | None = None) -> tuple[FetchResponse, dict]:
+    """The crawl's fetch of the page, with the project's session (read, never written here) and
+    what its own request asks (proxy, render, timeout): rendered in headless Chromium when the
+    request or the project says so, else build_request through the guarded client. `signer`: a
+    spider's sign(), run on the request just before it is sent (a failure answers spider_error)."""
     private, agent, session = allows_private(project), user_agent_of(project), session_load(project)
-    if project.render_js:
-        own = render_request(project, page, session)
-        rendered = render_page(page.url, allow_private=private, user_agent=agent, proxy=project.proxy, request=own)
-        return rendered, {"method": own.method, "body_bytes": len(own.body or b""), "rendered": True}
     request = build_request(project, page, session=session)
+    how = {"method": request.method, "body_bytes": len(request.body or b"")}
+    how |= {"rendered": page_renders(project.render_js, page.request)} | _own_options(project, page)
+    if signer is not None:
+        try:
+            request = signed(signer, page, request)
+        except SignError as exc:
+            failed = FetchResponse(url=page.url, error_code="spider_error", error_message=str(exc)[:4000])
+            return failed, how | {"signed": False}
+        how |= {"method": request.method, "body_bytes": len(request.body or b""), "signed": True}
+    if how["rendered"]:
+        proxy, private_proxy = page_proxy(project, page)
+        own = render_request(project, page, session, built=request)
+        rendered = render_page(request.url, allow_private=private, user_agent=agent, proxy=proxy,
+                               private_proxy=private_proxy, request=own, timeout=request.timeout)  # fmt: skip
+        return rendered, how
+    request.client = page_client(project, page)  # a proxy of the request's own, as the crawl's
     client = runner.client(allow_private=private, proxy=project.proxy)
-    limits = fetch_limits()
-    response = runner.run(
-        fetch(client, page.url, headers=request.headers, limits=limits, method=request.method, body=request.body)
-    )
-    return response, {"method": request.method, "body_bytes": len(request.body or b""), "rendered": False}
+    (response,) = runner.run(fetch_many(client, [request], limits=fetch_limits(), concurrency=1))
+    return response, how
+
+
+def _own_options(project: Project, page: Page) -> dict:
+    """What the page's own request changes in how it is fetched (shown; the proxy masked)."""
+    own = {"timeout": page.request["timeout"]} if page.request.get("timeout") is not None else {}
+    proxy, _ = page_proxy(project, page)
+    if proxy != project.proxy:
+        own["proxy"] = masked_url(proxy)
+    return own
 
 
 def robots_decision(project: Project, url: str) -> str:

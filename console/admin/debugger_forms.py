@@ -25,6 +25,8 @@ class DraftSpider(Spider):
         yield {"url": response.url, "title": response.xpath("string(//title)")}
 """
 SELECTOR_KINDS = [("css", "CSS"), ("xpath", "XPath")]
+RENDER_CHOICES = [("", "as the project does"), ("on", "in headless Chromium"), ("off", "plain fetch")]
+RENDER_OF = {"": None, "on": True, "off": False}
 
 
 def _json_field(help_text: str) -> forms.CharField:
@@ -39,6 +41,11 @@ class DebugForm(forms.Form):
     body = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 50}))
     route = forms.CharField(max_length=100, required=False, help_text="The handler that parses the answer.")
     meta = _json_field("JSON object the handler reads as response.meta")
+    proxy = forms.CharField(
+        max_length=2000, required=False, help_text="http:// proxy of this request (private only where allowed)."
+    )
+    render = forms.ChoiceField(choices=RENDER_CHOICES, required=False)
+    timeout = forms.FloatField(min_value=0.1, max_value=300, required=False, help_text="Seconds for the answer.")
     source = forms.CharField(
         required=False,
         strip=False,
@@ -84,6 +91,9 @@ class DebugForm(forms.Form):
             "body": cleaned.get("body") or None,
             "route": cleaned.get("route") or None,
             "meta": self._object("meta"),
+            "proxy": (cleaned.get("proxy") or "").strip(),
+            "render": RENDER_OF.get(cleaned.get("render") or ""),
+            "timeout": cleaned.get("timeout"),
         }
         return cleaned
 
@@ -111,6 +121,9 @@ def _request_fields(url: str, request: dict) -> dict:
         "body": request.get("body") or "",
         "route": request.get("route") or "",
         "meta": json.dumps(request["meta"]) if request.get("meta") else "",
+        "proxy": request.get("proxy") or "",
+        "render": {True: "on", False: "off"}.get(request.get("render"), ""),
+        "timeout": request.get("timeout"),
     }
 
 
