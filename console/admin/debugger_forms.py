@@ -11,6 +11,7 @@ from console.access import may, projects_for, scoped
 from console.debug_models import DebugRun
 from console.debugger_stored import active_source
 from console.health_models import Alert
+from core.masking import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from crawl.models import Page, Project
 from scrape.spider_request import METHODS
 
@@ -66,6 +67,9 @@ class DebugForm(forms.Form):
     check_name = forms.CharField(max_length=100, required=False, help_text="Name of the check (default: the URL).")
     selector = forms.CharField(max_length=1000, required=False)
     selector_type = forms.TypedChoiceField(choices=SELECTOR_KINDS, required=False, empty_value="css")
+    # The stored request the form was filled from ("page:<id>", "run:<id>" or "run:<id>:<step>"): its
+    # secrets are shown masked, and a value sent back still masked keeps the stored one.
+    replay_of = forms.CharField(max_length=60, required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -85,13 +89,15 @@ class DebugForm(forms.Form):
             )
         if self.data.get("action", "run") == "run" and not cleaned.get("url"):
             self.add_error("url", "Give the URL to fetch.")
+        stored = replayed_request(self.user, cleaned.get("replay_of") or "")
+        body = cleaned.get("body") or None
         cleaned["request"] = {
             "method": cleaned.get("method") or "GET",
-            "headers": self._object("headers"),
-            "body": cleaned.get("body") or None,
+            "headers": unmasked_map(self._object("headers"), stored.get("headers")),
+            "body": stored.get("body") if body == MASK else body,
             "route": cleaned.get("route") or None,
             "meta": self._object("meta"),
-            "proxy": (cleaned.get("proxy") or "").strip(),
+            "proxy": unmasked_url((cleaned.get("proxy") or "").strip(), stored.get("proxy") or ""),
             "render": RENDER_OF.get(cleaned.get("render") or ""),
             "timeout": cleaned.get("timeout"),
         }
@@ -112,16 +118,19 @@ class DebugForm(forms.Form):
         return value
 
 
-def _request_fields(url: str, request: dict) -> dict:
-    """Form fields of a URL and a stored request (Page.request's keys)."""
+def _request_fields(url: str, request: dict, replay_of: str) -> dict:
+    """Form fields of a URL and a stored request (Page.request's keys), its secrets masked as on
+    every other surface (header values, the body, the proxy's credentials): `replay_of` names the
+    stored request, whose values a field sent back still masked keeps."""
     return {
         "url": url,
+        "replay_of": replay_of,
         "method": request.get("method", "GET"),
-        "headers": json.dumps(request["headers"]) if request.get("headers") else "",
-        "body": request.get("body") or "",
+        "headers": json.dumps(masked_map(request["headers"])) if request.get("headers") else "",
+        "body": MASK if request.get("body") else "",
         "route": request.get("route") or "",
         "meta": json.dumps(request["meta"]) if request.get("meta") else "",
-        "proxy": request.get("proxy") or "",
+        "proxy": masked_url(request["proxy"]) if request.get("proxy") else "",
         "render": {True: "on", False: "off"}.get(request.get("render"), ""),
         "timeout": request.get("timeout"),
     }
@@ -133,7 +142,8 @@ def initial_from_query(request) -> dict:
     query, user = request.GET, request.user
     page = _page_of(user, query.get("page")) or _alert_sample(user, query.get("alert"))
     if page is not None:
-        return {"project": page.project, "source": _source(page.project), **_request_fields(page.url, page.request)}
+        fields = _request_fields(page.url, page.request or {}, f"page:{page.id}")
+        return {"project": page.project, "source": _source(page.project), **fields}
     project = _project_of(user, query.get("project", ""))
     return {"project": project, "url": query.get("url", ""), "source": _source(project)}
 
@@ -143,15 +153,35 @@ def run_initial(run: DebugRun, *, step: str | None) -> dict:
     requests = (run.report or {}).get("requests") or []
     if step is not None and step.isdigit() and int(step) < len(requests):
         chosen = requests[int(step)]
-        asked = _request_fields(chosen["url"], chosen.get("request") or {})
+        asked = _request_fields(chosen["url"], chosen.get("request") or {}, f"run:{run.id}:{step}")
     else:
-        asked = _request_fields(run.request.get("url", ""), run.request)
+        asked = _request_fields(run.request.get("url", ""), run.request, f"run:{run.id}")
     return {
         "project": run.project,
         "source": run.source,
         "stored_pages": run.stored_pages or settings.CRAWL_DEBUG_STORED_PAGES,
         **asked,
     }
+
+
+def replayed_request(user, replay_of: str) -> dict:
+    """The stored request `replay_of` names ("page:<id>", "run:<id>", "run:<id>:<step>"), of a
+    project the user sees; {} when it names nothing they may read."""
+    kind, _, rest = replay_of.partition(":")
+    ident, _, step = rest.partition(":")
+    if not ident.isascii() or not ident.isdigit():
+        return {}
+    if kind == "page":
+        page = _page_of(user, ident)
+        return (page.request or {}) if page is not None else {}
+    run = scoped(DebugRun.objects.all(), user).filter(id=ident).first() if kind == "run" else None
+    if run is None:
+        return {}
+    if not step:
+        return run.request or {}
+    requests = (run.report or {}).get("requests") or []
+    index = int(step) if step.isascii() and step.isdigit() else len(requests)
+    return (requests[index].get("request") or {}) if index < len(requests) else {}
 
 
 def _source(project) -> str:

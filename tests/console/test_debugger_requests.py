@@ -187,3 +187,35 @@ def test_render_is_chosen_per_request():
             run.refresh_from_db()
             texts[render] = (run.report["fetch"]["rendered"], run.report["items"])
     assert texts == {True: (True, [{"text": "scripted"}]), False: (False, [{"text": "static"}])}
+
+
+@pytest.mark.django_db
+def test_a_replayed_request_shows_its_secrets_masked_and_sends_the_stored_ones(django_user_model):
+    """The form a page fills in masks its header values, body and proxy credentials as every other
+    surface does; sent back unchanged, the run asks for the stored values."""
+    from django.test import RequestFactory
+
+    from console.admin.debugger_forms import DebugForm, initial_from_query
+    from crawl.models import Page
+
+    admin = django_user_model.objects.create_superuser("root", password="x")
+    project = Project.objects.create(name="keyed", slug="keyed")
+    stored = {"method": "POST", "headers": {"X-Api-Key": "key-s3cret"}, "body": "pw=body-s3cret",
+              "proxy": "http://u:proxy-s3cret@proxy.test:3128", "route": "default"}  # fmt: skip
+    page = Page.objects.create(project=project, url="http://shop.test/api", url_key="k" * 64, host="shop.test",
+                               request=stored)  # fmt: skip
+    asked = RequestFactory().get(f"/admin/debugger/?page={page.id}")
+    asked.user = admin
+    initial = initial_from_query(asked)
+    shown = json.dumps({k: v for k, v in initial.items() if k != "project"})
+    assert "s3cret" not in shown and initial["replay_of"] == f"page:{page.id}"
+    assert json.loads(initial["headers"]) == {"X-Api-Key": "***"} and initial["body"] == "***"
+    assert initial["proxy"] == "http://u:***@proxy.test:3128"
+    sent = {k: v for k, v in initial.items() if k not in ("project", "render", "timeout")} | {"project": project.id}
+    form = DebugForm(sent, user=admin)
+    assert form.is_valid(), form.errors
+    request = form.cleaned_data["request"]
+    assert request["headers"] == stored["headers"] and request["body"] == stored["body"]
+    assert request["proxy"] == stored["proxy"]
+    other = DebugForm(sent | {"replay_of": "page:999999"}, user=admin)
+    assert other.is_valid() and other.cleaned_data["request"]["proxy"] == initial["proxy"], "nothing to unmask"
