@@ -64,7 +64,7 @@ class MonitorAdmin(ProjectScopedAdmin):
 
 @admin.register(Alert)
 class AlertAdmin(ProjectScopedAdmin):
-    list_display = ("when", "project", "kind", "subject", "state", "message_short", "replay")
+    list_display = ("when", "project", "kind", "subject", "state", "message_short")
     list_filter = ("monitor__kind", ("resolved_at", admin.EmptyFieldListFilter), PROJECT_FILTER)
     list_select_related = ("project", "monitor")
     search_fields = ("subject", "message")
@@ -92,18 +92,16 @@ class AlertAdmin(ProjectScopedAdmin):
     def announced(self, alert: Alert) -> bool:
         return alert.notified_at is not None
 
-    @admin.display(description="debugger")
-    def replay(self, alert: Alert) -> str:
-        """A template change opens the spider debugger on one of its sample pages."""
-        if not (alert.evidence or {}).get("sample_pages"):
-            return "-"
-        url = f"{reverse('admin-debugger')}?alert={alert.id}"
-        return format_html('<a class="replay" href="{}">open a sample page in the debugger</a>', url)
-
     @admin.display(description="what was seen")
     def message_short(self, alert: Alert) -> str:
-        """One line: the whole message is its tooltip and the alert's own page."""
-        return format_html('<span class="alert-message" title="{}">{}</span>', alert.message, alert.message)
+        """One line: the whole message is its tooltip and the alert's own page; a template change
+        links to the spider debugger on one of its sample pages."""
+        message = format_html('<span class="alert-message" title="{}">{}</span>', alert.message, alert.message)
+        if not (alert.evidence or {}).get("sample_pages"):
+            return message
+        url = f"{reverse('admin-debugger')}?alert={alert.id}"
+        link = '<a class="replay" href="{}" title="open a sample page in the spider debugger">debug</a>'
+        return format_html("{} " + link, message, url)
 
 
 @admin.register(NotificationTarget)

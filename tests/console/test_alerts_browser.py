@@ -33,6 +33,7 @@ def alerts() -> None:
         Alert.objects.create(
             project=project, monitor=monitor, subject=f"rule:products field 'f{n}'", message=LONG,
             since=now - timedelta(hours=n), resolved_at=now if n else None,
+            evidence={"sample_pages": [1, 2]} if n % 2 else {},  # a link to the debugger in their row
         )  # fmt: skip
 
 
