@@ -64,6 +64,7 @@ TASK_ROUTES = {
     "console.jobs_tick": {"queue": CONTROL},
     "console.prune": {"queue": CONTROL},
     "console.monitors_tick": {"queue": CONTROL},
+    "console.job_ended": {"queue": CONTROL},  # a job's end announced to its targets and sinks
     "scrape.deliver": {"queue": EXTRACT},  # result sinks: their I/O beside extraction, never in its way
     "console.debug_run": {"queue": EXTRACT},  # the debugger's draft code runs where extraction does
     "scrape.sinks_tick": {"queue": CONTROL},
