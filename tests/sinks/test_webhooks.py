@@ -200,7 +200,9 @@ def crawl_through_a_kill_and_refusals(receiver, site_server, workers, worker_env
     console = Client()
     console.force_login(admin)
     row = console.get("/admin/sinks/sink/").content.decode().split('class="field-name"', 1)[1]
-    assert "HTTP 500 from" in row.split("</tr>", 1)[0], "the console shows the sink failing"
+    shown = row.split("</tr>", 1)[0]
+    assert "HTTP 500 Internal Server Error from" in shown, "the console shows the sink failing"
+    assert "/***" in shown, "its URL masked"
 
     def delivered():
         sinks_tick()  # what beat does every 10 s: due retries woken, a killed worker's lease returned
