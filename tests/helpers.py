@@ -1,6 +1,11 @@
-"""Helpers the test modules share: a free loopback port, and a wait for a condition with a deadline."""
+"""Helpers the test modules share: a free loopback port, a wait for a condition with a deadline,
+and a Ctrl-C for a process group."""
 
+import contextlib
+import os
+import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -36,3 +41,15 @@ def wait_until(
             described = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout:g} s waiting for {described}")
         time.sleep(interval)
+
+
+def group_interrupt(proc: subprocess.Popen, *, timeout: float = 60) -> None:
+    """Stop a process started with its own session as Ctrl-C would (SIGINT to its group), and kill
+    the group if it has not ended within `timeout` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -4,7 +4,6 @@ the port `serve --port N` was given (without a PORT variable) and at docker-comp
 import contextlib
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from django.conf import settings
 from core.net import guard
 from crawl.apps import own_services
 from tests.conftest import BASE_DIR
-from tests.helpers import free_port, wait_until
+from tests.helpers import free_port, group_interrupt, wait_until
 
 PASSWORD = "a-long-test-password-9"
 
@@ -39,13 +38,7 @@ def serve(var: Path, port: int):
     try:
         yield proc
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        group_interrupt(proc)
 
 
 def _form_token(client: httpx.Client, path: str) -> str:

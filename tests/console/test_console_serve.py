@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 
 from tests.conftest import BASE_DIR
 from tests.console.test_admin_browser import ARTIFACTS, chromium_page
-from tests.helpers import free_port, wait_until
+from tests.helpers import free_port, group_interrupt, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -54,13 +54,7 @@ def make_serve(var: Path, port: int) -> Iterator[subprocess.Popen]:
     try:
         yield proc
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        group_interrupt(proc)
 
 
 def processes_of(var: Path) -> list[str]:

@@ -5,7 +5,6 @@ loopback servers, with a real worker for the runs."""
 
 import json
 import shutil
-import time
 
 import pytest
 from django.conf import settings
@@ -16,8 +15,7 @@ from console.debugger import debug_run_execute, debug_run_start
 from core.net.guard import allow_networks
 from crawl.models import Project
 from tests.helpers import wait_until
-from tests.request_spiders import partner_signature
-from tests.servers import Request as ServerRequest
+from tests.partner_api import PartnerApi
 from tests.servers import Site, SiteServer
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -119,32 +117,13 @@ def settings_override(settings):
     return settings
 
 
-class PartnerApi:
-    """A partner API on loopback that answers only requests signed with a fresh HMAC over method,
-    path and timestamp (tests/request_spiders.py's partner_signature)."""
-
-    def __init__(self):
-        self.refused: list[str] = []
-        self.accepted: list[tuple[str, str]] = []
-        self.server = SiteServer(Site(default=self.answer))
-
-    def answer(self, request: ServerRequest) -> tuple:
-        stamp, signature = request.headers.get("X-Timestamp", ""), request.headers.get("X-Signature", "")
-        fresh = stamp and abs(time.time() - float(stamp)) < 30
-        if not fresh or signature != partner_signature(request.method, request.path, stamp):
-            self.refused.append(f"{request.method} {request.path}")
-            return 401, JSON, b'{"items": []}'
-        self.accepted.append((request.method, request.path))
-        return 200, JSON, json.dumps({"items": [{"id": 1}, {"id": 2}]}).encode()
-
-
 def partner_project() -> Project:
     return Project.objects.create(name="partner", slug="partner", allow_private=True, obey_robots=False)
 
 
 def test_the_drafts_sign_hook_signs_the_request_the_partner_api_checks(workers):
     workers.start("extract", "extract")
-    api = PartnerApi()
+    api = PartnerApi({"*": {"items": [{"id": 1}, {"id": 2}]}}, refusal=b'{"items": []}')
     with api.server as server:
         project = partner_project()
         url = f"{server.url}/api/items?page=1"
@@ -160,7 +139,7 @@ def test_the_drafts_sign_hook_signs_the_request_the_partner_api_checks(workers):
 
 @pytest.mark.django_db
 def test_a_sign_hook_that_fails_is_shown_and_nothing_is_sent():
-    api = PartnerApi()
+    api = PartnerApi({"*": {"items": [{"id": 1}, {"id": 2}]}}, refusal=b'{"items": []}')
     with api.server as server:
         run = debug_run_start(project=partner_project(), user=None, source=SIGN_FAILS, url=f"{server.url}/api/x")
         debug_run_execute(run.id)

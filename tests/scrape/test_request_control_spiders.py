@@ -19,7 +19,8 @@ from crawl.services.projects import project_get_or_create
 from scrape.models import Item
 from scrape.spiders import Request
 from tests.conftest import run_manage
-from tests.request_spiders import PARTNER_URL_ENV, partner_signature
+from tests.partner_api import PartnerApi
+from tests.request_spiders import PARTNER_URL_ENV
 from tests.servers import Request as ServerRequest
 from tests.servers import Site, SiteServer
 
@@ -181,36 +182,18 @@ def test_a_start_hook_yields_the_first_requests_and_the_seeds_still_go(make_proj
     assert Page.objects.filter(project=project).count() == 3
 
 
-class PartnerApi:
-    """A partner API on loopback that answers only requests signed with a fresh HMAC over method,
-    path and timestamp, and keeps what it refused."""
-
-    PAGES = {
-        "/api/items?page=1": {"items": [{"id": 1}], "next": "/api/items?page=2"},
-        "/api/items?page=2": {"items": [{"id": 2}], "next": "/api/items?page=3"},
-        "/api/items?page=3": {"items": [{"id": 3}]},
-        "/api/news": {"items": [{"id": "n1"}]},
-        "/api/status": {"ok": True},
-    }
-
-    def __init__(self):
-        self.refused: list[str] = []
-        self.accepted: list[tuple[str, str]] = []
-        self.server = SiteServer(Site(default=self.answer))
-
-    def answer(self, request: ServerRequest) -> tuple:
-        stamp, signature = request.headers.get("X-Timestamp", ""), request.headers.get("X-Signature", "")
-        fresh = stamp and abs(time.time() - float(stamp)) < 30
-        if not fresh or signature != partner_signature(request.method, request.path, stamp):
-            self.refused.append(f"{request.method} {request.path}")
-            return 401, JSON, b'{"error": "bad signature"}'
-        self.accepted.append((request.method, request.path))
-        return 200, JSON, json.dumps(self.PAGES.get(request.path, {})).encode()
+PARTNER_PAGES = {
+    "/api/items?page=1": {"items": [{"id": 1}], "next": "/api/items?page=2"},
+    "/api/items?page=2": {"items": [{"id": 2}], "next": "/api/items?page=3"},
+    "/api/items?page=3": {"items": [{"id": 3}]},
+    "/api/news": {"items": [{"id": "n1"}]},
+    "/api/status": {"ok": True},
+}
 
 
 @pytest.mark.integration
 def test_a_partner_api_accepts_every_request_that_sign_made(workers, worker_env):
-    api = PartnerApi()
+    api = PartnerApi(PARTNER_PAGES)
     with api.server as server:
         env = worker_env | {"CRAWL_SPIDER_MODULES": SPIDERS, PARTNER_URL_ENV: server.url}
         project_get_or_create(name="partner", allow_private=True, obey_robots=False, spider="req-partner")
