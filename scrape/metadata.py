@@ -8,8 +8,10 @@ import json
 
 import lxml.etree
 
+from core.hrefs import absolute_http_url
+
 from .extractors import _clean as clean
-from .extractors import absolute_http_url, element_text
+from .extractors import element_text
 
 MAX_HEADINGS = 100
 MAX_JSON_LD_BYTES = 200_000  # of one block
