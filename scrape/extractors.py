@@ -10,6 +10,9 @@ import lxml.html
 
 from core.hrefs import absolute_http_url
 
+from . import metadata
+from .metadata import clean_text, element_text
+
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 MAX_TEXT_CHARS = 100_000
 MEDIA_EXTENSIONS = {
@@ -115,17 +118,15 @@ def extract_html(
     doc = _parse(body, charset)
     if doc is None:
         return Extraction()
-    from . import metadata  # it builds on this module's helpers
-
     caps = CAPS | (caps or {})
     dropped: dict[str, int] = {}
     base = _base_href(doc, base_url)
     links = _links(doc, base, max_links)
     opengraph = dict(_capped(list(metadata.opengraph(doc).items()), caps, "opengraph", dropped))
     return Extraction(
-        title=_clean(doc.findtext(".//title") or "")[:1000],
-        description=_clean(_first(_DESCRIPTION(doc)))[:2000],
-        lang=_clean(_first(_LANG(doc)))[:20],
+        title=clean_text(doc.findtext(".//title") or "")[:1000],
+        description=clean_text(_first(_DESCRIPTION(doc)))[:2000],
+        lang=clean_text(_first(_LANG(doc)))[:20],
         links=links,
         media=_capped(_unique(_media(doc, base, links) + _og_media(opengraph, base)), caps, "media", dropped),
         canonical=metadata.canonical_link(doc, base),
@@ -206,15 +207,6 @@ def _first(values) -> str:
     return str(values[0]) if values else ""
 
 
-def _clean(text: str) -> str:
-    return " ".join(text.split())  # str.split's whitespace is the regex \s, without the regex
-
-
-def element_text(el) -> str:
-    """el.text_content(), without its XPath evaluation for an element with no children (most links)."""
-    return el.text_content() if len(el) else el.text or ""
-
-
 _META_ROBOTS = lxml.etree.XPath("//meta[translate(@name, 'ROBOTS', 'robots')='robots']/@content")  # any case
 
 
@@ -233,7 +225,7 @@ def _links(doc, base: str, max_links: int) -> list[Link]:
             continue
         seen.add(url)
         nofollow = page_nofollow or "nofollow" in (el.get("rel") or "").lower().split()
-        links.append(Link(url=url, text=_clean(element_text(el))[:300], nofollow=nofollow))
+        links.append(Link(url=url, text=clean_text(element_text(el))[:300], nofollow=nofollow))
         if len(links) >= max_links:
             break
     return links
