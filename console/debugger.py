@@ -11,6 +11,7 @@ import re
 import time
 import zlib
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -23,6 +24,7 @@ from core.net.client import FetchRequest
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.services.request_options import Signer, SignError
+from crawlproject.control_tasks import DEBUG_RUN
 from scrape.extraction import PageResult
 from scrape.sandbox import Limits, SandboxStopped, sandbox_response, sandbox_run, sources_run
 from scrape.spider_request import Request
@@ -57,9 +59,7 @@ def debug_run_start(*, project: Project, user, source: str, url: str = "", reque
     run = DebugRun.objects.create(
         project=project, user=user, mode=mode, source=source, request=asked, stored_pages=stored_pages
     )
-    from console.tasks import debug_run_task
-
-    transaction.on_commit(lambda: debug_run_task.delay(run.id))
+    transaction.on_commit(lambda: current_app.send_task(DEBUG_RUN.name, args=[run.id], queue=DEBUG_RUN.queue))
     return run
 
 
@@ -82,7 +82,8 @@ def debug_run_execute(run_id: int) -> str:
         if run.mode == DebugRun.Mode.STORED:
             from console.debugger_stored import stored_report
 
-            report, body = stored_report(run.project, run.source, count=run.stored_pages), b""
+            report = stored_report(run.project, run.source, count=run.stored_pages, limits=debug_limits())
+            body = b""
         else:
             report, body = request_report(run.project, run.source, run.request)
         state = DebugRun.State.DONE

@@ -14,7 +14,7 @@ from django.utils import timezone
 from console.models import Job
 from console.notify import deliver, duration_text
 from crawl.models import Project
-from crawlproject.queues import CONTROL
+from crawlproject.control_tasks import JOB_ENDED
 from sinks.delivery import sinks_offer
 from sinks.models import Sink
 
@@ -24,7 +24,7 @@ ENDED = (Job.State.SUCCEEDED, Job.State.FAILED, Job.State.CANCELLED)
 
 def job_end_announce_later(job_id: int) -> None:
     """After the current transaction commits, ask a worker (the control queue) to announce the end."""
-    transaction.on_commit(lambda: current_app.send_task("console.job_ended", args=[job_id], queue=CONTROL))
+    transaction.on_commit(lambda: current_app.send_task(JOB_ENDED.name, args=[job_id], queue=JOB_ENDED.queue))
 
 
 def job_wanted(job: Job) -> bool:

@@ -3,6 +3,7 @@ crawlhub.run() and the crawl command do. SIGTERM stops it as Ctrl-C does: the wo
 the job is paused, so the next run resumes it."""
 
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -13,10 +14,11 @@ from typing import TypeVar
 
 import kombu.exceptions
 import redis.exceptions
+from celery import current_app
 from django import db
 from django.conf import settings
 
-from console.jobs import job_current, job_finish, jobs_tick
+from console.jobs import job_current, job_finish
 from console.models import Job
 from console.selectors import project_progress, project_work_owed, stage_backlog
 from console.steering import ProjectFinished, crawl_start, job_pause
@@ -24,8 +26,9 @@ from console.workers import control_warnings, stage_warnings
 from crawl.frontier.reaper import reap
 from crawl.models import Project
 from crawl.services.projects import seed_problem
+from crawlproject.control_tasks import EMBEDDED_TASKS
 from crawlproject.processes import EmbeddedWorker
-from sinks.delivery import sinks_owed, sinks_tick
+from sinks.delivery import sinks_owed
 
 
 @dataclass
@@ -190,6 +193,20 @@ def _start_worker(workers: int | None) -> EmbeddedWorker | None:
     return worker
 
 
+def control_ticks(*, project_id: int) -> None:
+    """What beat would send, run here in the table's order (crawlproject/control_tasks.py): the
+    reaper for this project, then the ticks that end jobs and deliver to sinks."""
+    _tasks_registered()
+    for task in EMBEDDED_TASKS:
+        current_app.tasks[task.name](**({"project_id": project_id} if task.per_project else {}))
+
+
+@functools.cache
+def _tasks_registered() -> None:
+    """Import every app's tasks module, as a worker does at start, so the tasks are known by name."""
+    current_app.autodiscover_tasks(force=True)
+
+
 class Waiting:
     """The wait for the project to owe no more work: reaps, ticks the jobs and sinks, restarts a
     stuck embedded worker, rides out database and broker outages, reports progress."""
@@ -214,9 +231,7 @@ class Waiting:
                     last_change = now  # the restarted worker gets its own time
             try:
                 if now - last_reap >= REAP_EVERY_SECONDS:
-                    reap(project_id=self.project.id)
-                    jobs_tick()
-                    sinks_tick()
+                    control_ticks(project_id=self.project.id)
                     last_reap = now
                 if now - last_count >= count_every or not project_work_owed(self.project.id):
                     counting = time.monotonic()

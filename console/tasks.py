@@ -6,26 +6,27 @@ from celery import shared_task
 
 from console.jobs import jobs_tick
 from console.retention import prune
+from crawlproject.control_tasks import DEBUG_RUN, JOB_ENDED, JOBS_TICK, MONITORS_TICK, PRUNE
 
 
-@shared_task(name="console.jobs_tick", soft_time_limit=50, time_limit=60)
+@shared_task(name=JOBS_TICK.name, **JOBS_TICK.limits())
 def jobs_tick_task() -> dict:
     return jobs_tick()
 
 
-@shared_task(name="console.prune", soft_time_limit=110, time_limit=120)
+@shared_task(name=PRUNE.name, **PRUNE.limits())
 def prune_task() -> dict:
     return prune()
 
 
-@shared_task(name="console.monitors_tick", soft_time_limit=100, time_limit=120)
+@shared_task(name=MONITORS_TICK.name, **MONITORS_TICK.limits())
 def monitors_tick_task() -> dict:
     from console.monitors import monitors_tick
 
     return monitors_tick()
 
 
-@shared_task(name="console.debug_run", soft_time_limit=240, time_limit=300)
+@shared_task(name=DEBUG_RUN.name, **DEBUG_RUN.limits())
 def debug_run_task(run_id: int) -> str:
     """The debugger's run: the draft's code runs in a child process with its own, shorter limits."""
     from console.debugger import debug_run_execute
@@ -33,7 +34,7 @@ def debug_run_task(run_id: int) -> str:
     return debug_run_execute(run_id)
 
 
-@shared_task(name="console.job_ended", soft_time_limit=100, time_limit=120)
+@shared_task(name=JOB_ENDED.name, **JOB_ENDED.limits())
 def job_ended_task(job_id: int) -> bool:
     from console.job_notices import job_end_announce
 

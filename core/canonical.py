@@ -8,6 +8,7 @@ from urllib.parse import unquote_plus, urlsplit, urlunsplit
 from w3lib.url import canonicalize_url
 
 from core.hostnames import BadHost, browser_host
+from core.hrefs import backslashes_as_slashes
 from core.patterns import UserPattern
 
 MAX_URL_LENGTH = 2000
@@ -63,7 +64,7 @@ def canonicalize(url: str) -> str:
     url = url.strip()
     if len(url) > MAX_URL_LENGTH:
         raise InvalidURL("url_too_long", f"URL longer than {MAX_URL_LENGTH} characters")
-    url = _backslashes_as_slashes(url)
+    url = backslashes_as_slashes(url)
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -104,13 +105,6 @@ def _host_as_browsers_read_it(host: str) -> str:
         return browser_host(host)
     except BadHost as exc:
         raise InvalidURL("invalid_url", f"malformed URL: {exc}") from None
-
-
-def _backslashes_as_slashes(url: str) -> str:
-    """Read a backslash before the query as "/", as browsers and w3lib do: otherwise urlsplit
-    takes "http://a.com\\b" to have host "a.com\\b" while w3lib's result has host "a.com"."""
-    end = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
-    return url[:end].replace("\\", "/") + url[end:]
 
 
 def _escape_stray_percents(path: str) -> str:

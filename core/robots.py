@@ -1,9 +1,10 @@
 """robots.txt decisions per RFC 9309 (protego). Pure: the caller fetches and caches the file."""
 
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
+
+from core.hrefs import absolute_http_url
 
 MAX_ROBOTS_BYTES = 500 * 1024  # RFC 9309: parse at least 500 KiB
 _BYTE_ORDER_MARKS = (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef")  # the whole mark first
@@ -61,24 +62,8 @@ class RobotsPolicy:
         bytes robots_text could not decode (now U+FFFD) names no URL the site has, and is skipped."""
         if not self.parser:
             return []
-        urls = (_joined(robots_url, line.strip()) for line in self.parser.sitemaps if "\ufffd" not in line)
-        return [url for url in urls if _is_http_url(url)]
-
-
-def _joined(base: str, href: str) -> str:
-    """href resolved against base; "" for one that cannot be parsed (`http://[bad`)."""
-    try:
-        return urljoin(base, href)
-    except ValueError:
-        return ""
-
-
-def _is_http_url(url: str) -> bool:
-    try:
-        parts = urlsplit(url)
-        return parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        return False
+        urls = (absolute_http_url(robots_url, line) for line in self.parser.sitemaps if "\ufffd" not in line)
+        return [url for url in urls if url]
 
 
 def robots_text(body: bytes) -> str:

@@ -11,6 +11,7 @@ from crawl.frontier.stages import job_scope
 from crawl.models import Project
 from crawl.services.fetch_stage import pages_fetch
 from crawl.signals import recrawl_due
+from crawlproject.control_tasks import DISPATCH, REAP
 from crawlproject.queues import FETCH, RENDER, STAGES
 
 
@@ -25,7 +26,7 @@ def render_batch(self, page_ids: list[int], job: int | None = None, wake: str | 
     return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", render=True, wake=wake))
 
 
-@shared_task(name="crawl.dispatch", soft_time_limit=50, time_limit=60)
+@shared_task(name=DISPATCH.name, **DISPATCH.limits())
 def dispatch_task(project_id: int | None = None) -> int:
     """Beat's recrawl tick, as the project's schedule says: queue its due pages (their revisit times
     are in the rows), or every done page (recrawl everything). When there are some, a project
@@ -47,6 +48,6 @@ def dispatch_task(project_id: int | None = None) -> int:
             return len(pages_dispatch(project_id=project_id))
 
 
-@shared_task(name="crawl.reap", soft_time_limit=50, time_limit=60)
-def reap_task() -> dict:
-    return vars(reap())
+@shared_task(name=REAP.name, **REAP.limits())
+def reap_task(project_id: int | None = None) -> dict:
+    return vars(reap(project_id=project_id))

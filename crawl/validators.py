@@ -95,3 +95,12 @@ def cookie_map(value: Any) -> None:
     )
     if big is not None:
         raise ValidationError(f"the cookie {str(big)[:100]!r} is over {MAX_COOKIE_BYTES} bytes (name and value)")
+
+
+def crontab_fields(expression: str) -> dict:
+    """ "m h dom mon dow" (UTC) as CrontabSchedule fields; a clear error otherwise."""
+    parts = expression.split()
+    if len(parts) != 5:
+        raise ValidationError(f"a crontab has 5 fields (minute hour day-of-month month day-of-week), not {len(parts)}")
+    names = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+    return dict(zip(names, parts, strict=True))

@@ -1,4 +1,5 @@
-"""The one Celery app: configured from Django settings (CELERY_*), queues and routes from queues.py."""
+"""The one Celery app: configured from Django settings (CELERY_*), queues from queues.py, routes from
+control_tasks.py."""
 
 import gc
 import os
@@ -7,7 +8,7 @@ from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Exchange, Queue
 
-from . import broker, queues, workerqueues  # noqa: F401 - workerqueues: every worker takes control
+from . import broker, control_tasks, queues, workerqueues  # noqa: F401 - workerqueues: every worker takes control
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crawlproject.settings")
 
@@ -16,7 +17,7 @@ app = Celery("crawlhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in queues.QUEUES]
 app.conf.task_default_queue = queues.FETCH
-app.conf.task_routes = queues.TASK_ROUTES
+app.conf.task_routes = control_tasks.TASK_ROUTES
 app.autodiscover_tasks()
 
 

@@ -57,19 +57,6 @@ STAGE_TASKS = frozenset(stage.task for stage in STAGES.values())
 CONTROL = "control"
 QUEUES = (*STAGE_QUEUES, CONTROL)
 
-TASK_ROUTES = {
-    **{stage.task: {"queue": stage.queue} for stage in STAGES.values()},
-    "crawl.reap": {"queue": CONTROL},
-    "crawl.dispatch": {"queue": CONTROL},
-    "console.jobs_tick": {"queue": CONTROL},
-    "console.prune": {"queue": CONTROL},
-    "console.monitors_tick": {"queue": CONTROL},
-    "console.job_ended": {"queue": CONTROL},  # a job's end announced to its targets and sinks
-    "scrape.deliver": {"queue": EXTRACT},  # result sinks: their I/O beside extraction, never in its way
-    "console.debug_run": {"queue": EXTRACT},  # the debugger's draft code runs where extraction does
-    "scrape.sinks_tick": {"queue": CONTROL},
-}
-
 
 def with_control(queues: str) -> str:
     """A worker's -Q list with the control queue added (every worker consumes it)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import environ
 
+from crawlproject.control_tasks import beat_schedule
 from crawlproject.envsafety import kept_secret_key, private_file, refuse_placeholder_secrets
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -378,33 +379,9 @@ CRAWL_DEFAULT_USER_AGENT = env.str(
     "CRAWL_DEFAULT_USER_AGENT", default="crawlhub/0.1 (+https://github.com/crawlhub/crawlhub)"
 )
 
-CELERY_BEAT_SCHEDULE = {
-    "crawl-reaper": {
-        "task": "crawl.reap",
-        "schedule": float(CRAWL_REAP_INTERVAL_SECONDS),
-        "options": {"expires": float(CRAWL_REAP_INTERVAL_SECONDS)},
-    },
-    "scrape-sinks": {
-        "task": "scrape.sinks_tick",
-        "schedule": 10.0,
-        "options": {"expires": 10.0},
-    },
-    "console-prune": {
-        "task": "console.prune",
-        "schedule": 300.0,  # old rows pruned in batches (console/retention.py)
-        "options": {"expires": 300.0},
-    },
-    "console-monitors": {
-        "task": "console.monitors_tick",
-        "schedule": float(env.int("CONSOLE_MONITORS_TICK_SECONDS", default=30)),
-        "options": {"expires": float(env.int("CONSOLE_MONITORS_TICK_SECONDS", default=30))},
-    },
-    "console-jobs": {
-        "task": "console.jobs_tick",
-        "schedule": float(env.int("CONSOLE_JOBS_TICK_SECONDS", default=5)),
-        "options": {"expires": float(env.int("CONSOLE_JOBS_TICK_SECONDS", default=5))},
-    },
-}
+CONSOLE_JOBS_TICK_SECONDS = env.int("CONSOLE_JOBS_TICK_SECONDS", default=5)  # beat's jobs tick
+CONSOLE_MONITORS_TICK_SECONDS = env.int("CONSOLE_MONITORS_TICK_SECONDS", default=30)  # beat's monitors tick
+CELERY_BEAT_SCHEDULE = beat_schedule(globals())  # the periodic tasks of crawlproject/control_tasks.py
 
 # --- Result sinks (sinks/): where items, pages and assets are delivered as they are stored
 CRAWL_SINK_ROOT = Path(env.str("CRAWL_SINK_ROOT", default=str(VAR_DIR / "sinks")))  # file and tar sinks

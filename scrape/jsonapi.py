@@ -14,7 +14,7 @@ import jsonschema
 import referencing
 from jsonschema.validators import validator_for
 
-from scrape.extractors import absolute_http_url
+from core.hrefs import absolute_http_url
 
 MAX_RECORDS = 10_000
 MAX_ERRORS_PER_RECORD = 20

@@ -1,4 +1,5 @@
-"""Page metadata from a parsed lxml document: canonical link, headings, OpenGraph and JSON-LD.
+"""Page metadata from a parsed lxml document: canonical link, headings, OpenGraph, JSON-LD, and the
+element text that extraction shares.
 
 Done by hand with lxml rather than extruct (the fast syntaxes only): no extra parse of the page,
 and a broken JSON-LD block is skipped, never fatal. Pure: no Django, no network.
@@ -8,8 +9,7 @@ import json
 
 import lxml.etree
 
-from .extractors import _clean as clean
-from .extractors import absolute_http_url, element_text
+from core.hrefs import absolute_http_url
 
 MAX_HEADINGS = 100
 MAX_JSON_LD_BYTES = 200_000  # of one block
@@ -24,6 +24,15 @@ _META = lxml.etree.XPath("//meta[@property or @name]")
 _JSON_LD = lxml.etree.XPath("//script[contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json')]")
 
 
+def clean_text(text: str) -> str:
+    return " ".join(text.split())  # str.split's whitespace is the regex \s, without the regex
+
+
+def element_text(el) -> str:
+    """el.text_content(), without its XPath evaluation for an element with no children (most links)."""
+    return el.text_content() if len(el) else el.text or ""
+
+
 def canonical_link(doc, base: str) -> str:
     hrefs = _CANONICAL(doc)
     return (absolute_http_url(base, str(hrefs[0])) or "") if hrefs else ""
@@ -32,7 +41,7 @@ def canonical_link(doc, base: str) -> str:
 def headings(doc) -> list[dict]:
     found = []
     for el in _HEADINGS(doc)[:MAX_HEADINGS]:
-        text = clean(element_text(el))[:300]
+        text = clean_text(element_text(el))[:300]
         if text:
             found.append({"level": int(el.tag[1]), "text": text})
     return found

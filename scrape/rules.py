@@ -23,8 +23,8 @@ import lxml.cssselect
 import lxml.etree
 import lxml.html
 
+from core.hrefs import absolute_http_url
 from core.patterns import NESTED_REPEATS, UserPattern, compile_error, nests_repeats
-from scrape.extractors import absolute_http_url
 
 SPEC_KEYS = frozenset(
     {

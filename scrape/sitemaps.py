@@ -7,11 +7,12 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import feedparser
 from lxml import etree
 
+from core.hrefs import absolute_http_url
 from scrape.safexml import unsafe_xml
 
 SITEMAP_MAX_URLS = 50_000  # the sitemap protocol's limits
@@ -286,18 +287,13 @@ def _root_name(body: bytes) -> str | None:
 
 
 def _absolute_http_url(base: str, href: str) -> str | None:
-    """href resolved against base, without fragment, or None unless it is http(s) with a host. Spaces
-    inside a path are kept (canonicalize escapes them); other whitespace and control characters are not."""
+    """href resolved by core.hrefs, or None when it holds whitespace or control characters: spaces
+    inside a path are kept (canonicalize escapes them), but not in the host."""
     href = (href or "").strip()
     if not href or _CONTROL_OR_SPACE.search(href.replace(" ", "")):
         return None
-    try:
-        url = urldefrag(urljoin(base, href))[0]
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not host or _CONTROL_OR_SPACE.search(host):
+    url = absolute_http_url(base, href)
+    if url is None or _CONTROL_OR_SPACE.search(urlsplit(url).hostname or ""):
         return None
     return url
 

@@ -35,7 +35,9 @@ from urllib.parse import urljoin
 import lxml.etree
 import lxml.html
 
-from .extractors import absolute_http_url, looks_like_html
+from core.hrefs import absolute_http_url
+
+from .extractors import looks_like_html
 from .handler_log import LogLine, handler_log_captured
 from .spider_request import Follow, Request, RequestError  # noqa: F401 - spiders import them from here
 

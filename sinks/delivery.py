@@ -22,6 +22,7 @@ from django.utils import timezone
 from core.batchsql import insert_new
 from core.masking import config_secrets, masked_secrets
 from crawl.frontier.leases import lease_expired, lease_release, lease_take
+from crawlproject.control_tasks import DELIVER
 
 from .kinds import writer_for
 from .models import Sink, SinkDelivery
@@ -68,7 +69,7 @@ def sinks_offer(project_id: int, records: list[dict], *, sinks: list[dict] | Non
 def _publish(sink_id: int) -> None:
     """Wake the sink's delivery now. Retries carry no message: their time is in the rows
     (`next_at`), and beat's sinks tick wakes them when due."""
-    current_app.send_task("scrape.deliver", args=[sink_id])
+    current_app.send_task(DELIVER.name, args=[sink_id])
 
 
 def sink_deliver(sink_id: int) -> int:

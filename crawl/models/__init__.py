@@ -7,7 +7,15 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from crawl.validators import cookie_map, extension_lines, host_lines, media_kinds, mime_type_lines, regex_lines
+from crawl.validators import (
+    cookie_map,
+    crontab_fields,
+    extension_lines,
+    host_lines,
+    media_kinds,
+    mime_type_lines,
+    regex_lines,
+)
 
 
 def default_max_depth() -> int | None:
@@ -279,8 +287,6 @@ class Project(models.Model):
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        from crawl.services.recrawl_schedules import crontab_fields
-
         if self.recrawl_every_minutes and self.recrawl_crontab:
             raise ValidationError("choose an interval or a crontab for the recrawl schedule, not both")
         if self.recrawl_crontab:

@@ -9,24 +9,16 @@ Pause turns it off.
 
 import json
 
-from django.core.exceptions import ValidationError
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
 from crawl.models import Project
+from crawl.validators import crontab_fields
+from crawlproject.control_tasks import DISPATCH
 from crawlproject.queues import FETCH, STAGES
 
 
 def task_name(project: Project) -> str:
     return f"crawlhub recrawl dispatcher: project {project.id}"
-
-
-def crontab_fields(expression: str) -> dict:
-    """ "m h dom mon dow" (UTC) as CrontabSchedule fields; a clear error otherwise."""
-    parts = expression.split()
-    if len(parts) != 5:
-        raise ValidationError(f"a crontab has 5 fields (minute hour day-of-month month day-of-week), not {len(parts)}")
-    names = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
-    return dict(zip(names, parts, strict=True))
 
 
 def schedule_sync(project: Project) -> PeriodicTask | None:
@@ -37,7 +29,7 @@ def schedule_sync(project: Project) -> PeriodicTask | None:
         return None
     when = _schedule_of(project)
     defaults = {
-        "task": "crawl.dispatch",
+        "task": DISPATCH.name,
         "kwargs": json.dumps({"project_id": project.id}),
         "enabled": project.status != Project.Status.PAUSED,
         "interval": when if isinstance(when, IntervalSchedule) else None,

@@ -14,8 +14,9 @@ import pytest
 import structlog
 
 from crawl.models import Project
+from crawlproject.control_tasks import TASK_ROUTES
 from crawlproject.logconfig import logging_config
-from crawlproject.queues import CONTROL, TASK_ROUTES
+from crawlproject.queues import CONTROL
 from tests.conftest import BASE_DIR, Workers, generated_site, last_json_line, run_manage
 from tests.helpers import wait_until
 from tests.servers import SiteServer

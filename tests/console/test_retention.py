@@ -13,7 +13,8 @@ from console.models import Alert, DebugRun, Job, JobLogEntry, Monitor
 from console.retention import RULES, prune
 from core.canonical import url_key
 from crawl.models import Page, PageVersion, Project
-from crawlproject.queues import CONTROL, TASK_ROUTES
+from crawlproject.control_tasks import TASK_ROUTES
+from crawlproject.queues import CONTROL
 from sinks.models import Sink, SinkDelivery
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ tests. Pure: no database, no network.
 
 WPT: each case is an href, the base it is resolved against and the URL a browser makes of it (None
 when the browser refuses it, or makes a URL that is not http(s), which crawlhub never crawls).
-crawlhub resolves links with scrape.extractors.absolute_http_url and fetches their canonical form,
+crawlhub resolves links with core.hrefs.absolute_http_url and fetches their canonical form,
 so the check is that both give the same canonical URL: the same page is fetched.
 
 w3lib: each case is a URL and w3lib's canonical form; crawlhub's canonicalize builds on it.
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from core.canonical import InvalidURL, canonicalize
-from scrape.extractors import absolute_http_url
+from core.hrefs import absolute_http_url
 
 BASE = "http://example.org/foo/bar"
 BLANK = "about:blank"  # WPT's base for absolute URLs, which do not read it

@@ -20,6 +20,7 @@ from crawl.models import MediaAsset, Page, PageContent
 from crawl.services.projects import project_get_or_create, seeds_add
 from crawl.tasks import reap_task
 from tests.conftest import BASE_DIR, export_pages
+from tests.helpers import wait_until
 from tests.media.test_media_politeness import NO_ROBOTS, gallery_site
 from tests.servers import SiteServer
 from tests.system.test_distributed import crawl_args
@@ -39,17 +40,20 @@ def fetched_page(project, url: str, body: bytes) -> Page:
     return Page.objects.get(id=page_id)
 
 
-def reap_until(done, *, deadline: float = 60) -> bool:
+def reap_until(done, *, what, deadline: float = 60) -> None:
     """Send the reaper every few seconds, as beat does, until done() or the deadline."""
-    end, last = time.monotonic() + deadline, float("-inf")
-    while time.monotonic() < end:
+    last = float("-inf")
+
+    def reaped():
+        nonlocal last
         if done():
             return True
         if time.monotonic() - last >= 5:
             reap_task.apply_async(queue="control")
             last = time.monotonic()
-        time.sleep(0.2)
-    return done()
+        return False
+
+    wait_until(reaped, timeout=deadline, interval=0.2, what=what)
 
 
 def test_fetched_pages_and_queued_assets_whose_messages_were_lost_are_taken_by_the_next_wake_up(
@@ -68,14 +72,11 @@ def test_fetched_pages_and_queued_assets_whose_messages_were_lost_are_taken_by_t
         redis.Redis.from_url(broker).delete(EXTRACT, "download")  # the messages are lost
         workers.env = worker_env | SLOW_REPUBLISH
         workers.start("stages", "extract,download")
-        taken = reap_until(
-            lambda: (
-                Page.objects.get(id=page.id).state == "done"
-                and not MediaAsset.objects.filter(project=project).exclude(state="done").exists()
-            )
+        assets = MediaAsset.objects.filter(project=project)
+        reap_until(
+            lambda: Page.objects.get(id=page.id).state == "done" and not assets.exclude(state="done").exists(),
+            what=lambda: str([(a.url, a.state, a.error_code) for a in assets] + [Page.objects.get(id=page.id).state]),
         )
-    assets = MediaAsset.objects.filter(project=project)
-    assert taken, [(a.url, a.state, a.error_code) for a in assets] + [Page.objects.get(id=page.id).state]
     assert assets.count() == 3 and lost_asset.id in {a.id for a in assets}
 
 
@@ -114,9 +115,8 @@ def test_a_crawl_whose_database_connections_drop_midway_goes_on_within_seconds(s
             stderr=subprocess.PIPE,
             text=True,
         )
-        end = time.monotonic() + 60
-        while not Page.objects.filter(project__slug="drops", state="done").count() >= 20 and time.monotonic() < end:
-            time.sleep(0.2)
+        done = Page.objects.filter(project__slug="drops", state="done")
+        wait_until(lambda: done.count() >= 20, timeout=60, what="20 pages done")
         stop = threading.Event()
         dropped = drop_connections(3, 1.5, stop)
         out, err = crawl.communicate(timeout=200)
@@ -166,13 +166,21 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
                 rounds += 1
             due_now(project, host_of(server.url))
         down["on"] = False
-        deadline = time.monotonic() + 30
-        while not Page.objects.filter(project=project, url__endswith="/news/1", state="done").exists():
-            assert time.monotonic() < deadline, list(Page.objects.filter(project=project).values_list("url", "state"))
+
+        def news_done() -> bool:
+            if Page.objects.filter(project=project, url__endswith="/news/1", state="done").exists():
+                return True
             pages_fetch(page_ids=[], worker="t")
             pages_extract(page_ids=[], worker="t")
             due_now(project, host_of(server.url))  # the host slowed down after the 503s: its slots come now
-            time.sleep(0.1)
+            return False
+
+        wait_until(
+            news_done,
+            timeout=30,
+            interval=0.1,
+            what=lambda: str(list(Page.objects.filter(project=project).values_list("url", "state"))),
+        )
         asked = server.paths().count("/")
     print(f"\nhub down: {rounds} answers of 503 over {waited:.0f} s of its schedule")
     assert waited >= 180 and asked == rounds + 1

@@ -32,6 +32,7 @@ from bench.check import assert_complete, canon_path
 from bench.sitegen import Site
 from bench.truth import ground_truth
 from crawl.services.fetch_session import IN_FLIGHT_BATCHES
+from crawlproject.queues import QUEUES
 from tests.conftest import BASE_DIR, generated_site, last_json_line
 from tests.helpers import wait_until
 from tests.servers import SiteServer
@@ -243,18 +244,25 @@ def count_pages(env: dict, project: str, state: str) -> int:
 def assert_queues_drain(broker_url: str, var_dir: Path | None = None, timeout: float = 30) -> None:
     """The stage queues empty out: duplicate or replayed messages left in them are consumed (as no-ops).
     Redis: the queues' lists; the embedded filesystem broker: its message files."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def lengths() -> dict[str, int]:
         if broker_url.startswith("redis"):
-            client = redis.Redis.from_url(broker_url)
-            lengths = {q: client.llen(q) for q in ("fetch", "extract", "download")}
-            client.close()
-        else:
-            lengths = {"files": sum(1 for _ in (var_dir / "broker" / "data").glob("*.msg"))}
-        if not any(lengths.values()):
-            return
-        assert time.monotonic() < deadline, f"messages left in the broker: {lengths}"
-        time.sleep(0.5)
+            with contextlib.closing(redis.Redis.from_url(broker_url)) as client:
+                return {q: client.llen(q) for q in ("fetch", "extract", "download")}
+        return {"files": sum(1 for _ in (var_dir / "broker" / "data").glob("*.msg"))}
+
+    wait_until(lambda: not any(lengths().values()), timeout=timeout, interval=0.5, what=lambda: f"{lengths()} to drain")
+
+
+def assert_tasks_finish(broker_url: str, timeout: float = 60) -> None:
+    """Every message the workers took has its task finished: none is left in the queues, nor in
+    Redis's unacked hash, which holds a delivered message until its task ends (acks_late)."""
+
+    def owed() -> dict[str, int]:
+        with contextlib.closing(redis.Redis.from_url(broker_url)) as client:
+            return {q: client.llen(q) for q in QUEUES} | {"unacked": client.hlen("unacked")}
+
+    wait_until(lambda: not any(owed().values()), timeout=timeout, interval=0.2, what=lambda: f"{owed()} to finish")
 
 
 def sigkill(pid: int) -> bool:

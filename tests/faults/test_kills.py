@@ -18,6 +18,7 @@ from tests.faults.harness import (
     sigkill,
     site_of,
 )
+from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TIMEOUT)]
 
@@ -105,10 +106,12 @@ def test_8_a_worker_paused_past_its_lease_has_its_late_write_rejected(workers, w
         run.finish()
         os.killpg(zombie, signal.SIGCONT)
         log = Path(tmp_path) / "fetch-a.log"
-        deadline = time.monotonic() + 60
-        while "result dropped" not in log.read_text(errors="replace"):
-            assert time.monotonic() < deadline, "the resumed worker never tried its late write"
-            time.sleep(0.5)
+        wait_until(
+            lambda: "result dropped" in log.read_text(errors="replace"),
+            timeout=60,
+            interval=0.5,
+            what="the resumed worker to try its late write",
+        )
         figures = run.ledger()
     dropped = log.read_text(errors="replace").count("result dropped")
     print(f"late writes rejected: {dropped}")

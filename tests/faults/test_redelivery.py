@@ -1,6 +1,5 @@
 """Fault suite, scenario 6: every message delivered twice, then a whole queue's history replayed."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -8,7 +7,7 @@ import pytest
 from crawl.models import MediaAsset, Page
 from crawlproject.celery import app
 from scrape.models import Item
-from tests.faults.harness import TIMEOUT, FaultCrawl, assert_queues_drain, site_of
+from tests.faults.harness import TIMEOUT, FaultCrawl, assert_queues_drain, assert_tasks_finish, site_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TIMEOUT)]
 
@@ -44,7 +43,7 @@ def test_6_every_message_twice_and_a_replayed_queue_change_nothing(workers, work
         for start in range(0, len(asset_ids), 5):
             app.send_task("media.download_batch", args=[asset_ids[start : start + 5]])
         assert_queues_drain(run.env["CELERY_BROKER_URL"], timeout=120)
-        time.sleep(2)  # the last replayed tasks finish
+        assert_tasks_finish(run.env["CELERY_BROKER_URL"])  # the last replayed tasks have ended, not begun
         replayed = len(run.server.paths()) - requests_before
         after = _snapshot(run.project)
     print(f"duplicated messages: {sent_twice}; replayed {len(page_ids)} pages, {len(asset_ids)} assets")

@@ -4,14 +4,13 @@ stage workers. Each scenario crawls the site once without a fault and once with 
 cost the crawl less than DELAY_BOUND seconds, and the ledger holds (nothing lost, nothing twice).
 """
 
-import time
-
 import pytest
 
 from tests.conftest import run_manage
 from tests.faults.harness import HOLDS, POOL, TIMEOUT, FaultCrawl, count_pages, full_only, pool_children, sigkill
 from tests.faults.harness import site_of as sized_site
 from tests.faults.servers import PostgresServer
+from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2 * TIMEOUT)]
 
@@ -86,10 +85,7 @@ def test_11_postgresql_restarted_at_the_shipped_settings_costs_under_a_minute(
         private_postgres.restart()
         run.kills = 1
         run.per_kill = 3 * HOLDS * POOL  # every batch whose transaction was cut
-        deadline = time.monotonic() + 30
-        while count_pages(run.env, run.project, "done") == 0:  # back up
-            assert time.monotonic() < deadline, "PostgreSQL did not come back"
-            time.sleep(0.2)
+        wait_until(lambda: count_pages(run.env, run.project, "done") > 0, timeout=30, what="PostgreSQL to come back")
 
     faulted, _ = crawl_seconds("11 PostgreSQL restarted, shipped settings", generated, workers, env, tmp_path, restart)
     print(f"\nbaseline {baseline:.1f} s, with the restart {faulted:.1f} s")

@@ -4,7 +4,6 @@ Retry-After, and the project's headers and cookies only on its own sites."""
 
 import itertools
 import struct
-import time
 import zlib
 from datetime import timedelta
 
@@ -16,6 +15,7 @@ from crawl.models import Host, MediaAsset
 from crawl.services.projects import project_get_or_create, seeds_add
 from media.services import assets_download
 from tests.crawl.test_politeness import crawl, start
+from tests.helpers import wait_until
 from tests.servers import Site, SiteServer
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -46,10 +46,14 @@ def gallery_site(images: int, robots=ROBOTS_DELAY) -> Site:
 
 def download_all(project, deadline: float = 30) -> None:
     """Wake the download stage (in this process) until the project has no queued asset left."""
-    end = time.monotonic() + deadline
-    while MediaAsset.objects.filter(project=project, state="queued").exists() and time.monotonic() < end:
+
+    def downloaded() -> bool:
+        if not MediaAsset.objects.filter(project=project, state="queued").exists():
+            return True
         assets_download(asset_ids=[], worker="w")
-        time.sleep(0.1)
+        return False
+
+    wait_until(downloaded, timeout=deadline, interval=0.1, what="no queued asset left")
 
 
 def media_asset(project, url: str) -> MediaAsset:

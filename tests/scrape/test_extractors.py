@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scrape.extractors import Extraction, absolute_http_url, extract_html, looks_like_html, media_kind_of
+from core.hrefs import absolute_http_url
+from scrape.extractors import Extraction, extract_html, looks_like_html, media_kind_of
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 PAGE_URL = "https://news.example.com/local/2024/park.html"
@@ -432,12 +433,12 @@ _HREF_PARTS = st.sampled_from(
 def test_a_remembered_resolution_is_the_one_urljoin_gives_for_this_base(pairs):
     """The resolution cache keys on the base's scheme and host only for hrefs that depend on nothing
     else: every answer, cached or not, is the uncached one, whatever base asked first."""
-    from scrape import extractors
+    from core import hrefs
 
     for base, href in pairs + pairs[::-1]:
         stripped = href.strip()
-        read = extractors.browser_href(base, stripped) if stripped else None
-        expected = None if not read or stripped.startswith("#") else extractors._absolute_http_url(base, read)
+        read = hrefs.browser_href(base, stripped) if stripped else None
+        expected = None if not read or stripped.startswith("#") else hrefs._absolute_http_url(base, read)
         assert absolute_http_url(base, href) == expected, (base, href)
 
 
@@ -473,20 +474,20 @@ _AUTHORITY_PARTS = st.sampled_from(
 @example("http://example.com/dir/page.html", "/a;p?")
 @example("http://example.com/dir/page.html", "/a?")
 def test_its_resolution_is_urljoin_then_urldefrag_then_urlsplits_verdict(base, href):
-    from scrape import extractors
+    from core import hrefs
 
-    assert extractors._absolute_http_url(base, href) == _resolved_by_urlsplit(base, href), (base, href)
+    assert hrefs._absolute_http_url(base, href) == _resolved_by_urlsplit(base, href), (base, href)
 
 
 @pytest.mark.parametrize(
     "href", ["//", "//?q", "///x", "http://", "http:///x", "http://?q", "?q", "a/b", "./", "/x", "//h/x"]
 )
 def test_hrefs_that_read_the_base_path_are_resolved_per_base(href):
-    from scrape import extractors
+    from core import hrefs
 
     for base in ("http://example.com/one/page.html?a", "http://example.com/two/"):
-        read = extractors.browser_href(base, href)
-        assert absolute_http_url(base, href) == (read and extractors._absolute_http_url(base, read))
+        read = hrefs.browser_href(base, href)
+        assert absolute_http_url(base, href) == (read and hrefs._absolute_http_url(base, read))
 
 
 _LINK_MARKUP = st.lists(

@@ -4,7 +4,6 @@ once, however versions are written while it is read, JSON API pages included."""
 
 import json
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -20,6 +19,7 @@ from crawl.services.fetch_stage import pages_fetch
 from crawl.services.freshness import versions_record
 from crawl.services.projects import project_get_or_create, seeds_add
 from scrape.services import pages_extract
+from tests.helpers import wait_until
 from tests.servers import Site, SiteServer
 
 
@@ -163,9 +163,12 @@ def test_a_version_committed_late_is_not_skipped_by_a_reader_that_saw_a_later_on
     assert holding.wait(30)
     quick = threading.Thread(target=quick_writer)
     quick.start()
-    deadline = time.monotonic() + 30
-    while quick.is_alive() and not _waiting_for_an_advisory_lock() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(
+        lambda: not quick.is_alive() or _waiting_for_an_advisory_lock(),
+        timeout=30,
+        interval=0.05,
+        what="the quick writer to wait for the advisory lock (or to finish)",
+    )
     first, cursor = read_all(api)
     hold.set()
     slow.join(30)

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -92,10 +91,12 @@ def test_sigterm_stops_the_embedded_worker_and_the_next_crawl_resumes(embedded_e
             assert embedded_workers_of(crawl.pid), "it started its worker"
             crawl.send_signal(signal.SIGTERM)
             _out, err = crawl.communicate(timeout=60)
-            deadline = time.monotonic() + 60
-            while (left := embedded_workers_of(crawl.pid)) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert left == [], "the worker it started is stopped, not left crawling"
+
+            def stopped() -> bool:
+                left[:] = embedded_workers_of(crawl.pid)  # killed in `finally` if still there
+                return not left
+
+            wait_until(stopped, timeout=60, what=lambda: f"the worker it started to stop, not go on crawling: {left}")
             assert crawl.returncode == 1
             assert "interrupted: job 1 of chain is paused; run the same command again to resume it" in err
             fetched = len(server.paths())
