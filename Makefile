@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
+# `make test` runs the suite in TEST_JOBS processes (pytest-xdist, one test file per process at a time): most
+# tests wait on workers, servers and the network, so two processes fill two cores. TEST_JOBS=0 runs it in one.
+TEST_JOBS ?= 2
 PORT ?= 8000
 
 .PHONY: help install install-dev install-web migrate crawl serve test test-quick faults bench lint format worker-fetch worker-extract worker-download worker-render beat flower services system-deps clean
@@ -56,12 +59,12 @@ system-deps:
 	@bash scripts/system-deps.sh
 
 test: install-dev system-deps services
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # The tests that start no worker or server process: no Celery worker or beat, no `manage.py crawl`, no web
 # server (those are marked `integration`). They still use PostgreSQL, Redis, loopback sites and Chromium.
 test-quick: install-dev services
-	$(BIN)/python -m pytest -m "not integration and not fault" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -m "not integration and not fault" $(PYTEST_ARGS)
 
 # The whole fault-injection suite on a few thousand pages (tests/faults/), then the other suites' long fault
 # scenarios (marked `fault`: kills, outages, refusals that last); `make test` runs a quick subset.

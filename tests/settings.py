@@ -5,6 +5,15 @@ import tempfile
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crawlhub")
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+# `make test` runs the suite in parallel (pytest-xdist): each test process gets its own Redis database
+# (15, 13, 11, ... below the configured one) as pytest-django gives it its own test database, so one
+# process's workers never take another's messages and a test's flushdb clears only its own.
+_XDIST = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST.startswith("gw") and _XDIST[2:].isdigit() and os.environ.get("CRAWLHUB_TEST_BROKER_OF") != _XDIST:
+    os.environ["CRAWLHUB_TEST_BROKER_OF"] = _XDIST  # once: subprocesses inherit the chosen URL
+    _base, _, _db = os.environ["CELERY_BROKER_URL"].rpartition("/")
+    if _db.isdigit():
+        os.environ["CELERY_BROKER_URL"] = f"{_base}/{(int(_db) - 2 * int(_XDIST[2:])) % 16}"
 os.environ.setdefault("CRAWLHUB_VAR_DIR", tempfile.mkdtemp(prefix="crawlhub-test-"))
 os.environ.setdefault("CRAWL_LEASE_SECONDS", "10")
 os.environ.setdefault("CRAWL_REPUBLISH_SECONDS", "8")
