@@ -23,4 +23,4 @@ os.environ.setdefault("CRAWL_READ_TIMEOUT", "3")
 os.environ.setdefault("CRAWL_TOTAL_TIMEOUT", "8")
 os.environ.setdefault("CONSOLE_HEALTH_BUCKET_SECONDS", "1")  # health counters: the tests' recrawls are seconds apart
 
-from crawlproject.settings import *  # noqa: F403
+from crawlproject.settings import *  # noqa: E402, F403
