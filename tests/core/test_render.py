@@ -121,12 +121,13 @@ def test_it_kills_a_page_that_keeps_the_browser_busy_and_recovers(renderer):
     busy = page("<p>busy</p><script>onload = () => setTimeout(() => { while (true) {} }, 50)</script>")
     with serve({"/": busy, "/ok": SCRIPTED}) as a:
         started = time.monotonic()
-        rendered = render(renderer, a.url + "/", timeout=1.0, wait_after_load_ms=300)
+        # 3 s to load: time enough on a busy machine, so the timeout hits the busy page after its load
+        rendered = render(renderer, a.url + "/", timeout=3.0, wait_after_load_ms=300)
         took = time.monotonic() - started
         after = render(renderer, a.url + "/ok")
     assert rendered.error_code == "render_timeout", rendered.error_message
     assert "browser killed" in rendered.error_message  # loaded, then page.content() hung
-    assert took < 1.0 + 0.3 + 2.0 + 2
+    assert took < 3.0 + 0.3 + 2.0 + 2
     assert after.error_code == "", after.error_message
 
 
