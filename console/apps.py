@@ -13,7 +13,8 @@ class ConsoleConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_login_failed
 
-        from console import health, signals  # noqa: F401 - jobs follow their tasks, workers report their queues; health counts
+        from console import signals  # noqa: F401 - jobs follow their tasks, workers report their queues
+        from console.health import counters  # noqa: F401 - health counts
         from console.login_throttle import login_failed
         from console.roles import roles_install
 

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST
 
 from console import jobs, steering
 from console.access import may, projects_for
-from console.health import counters_by_bucket, health_chart, project_health, projects_health
+from console.health.counters import counters_by_bucket, health_chart, project_health, projects_health
 from console.models import Job
 from console.selectors import (
     broker_queue_lengths,

@@ -164,4 +164,4 @@ class ProjectAccess(models.Model):
 
 
 from console.debug_models import DebugRun  # noqa: E402, F401
-from console.health_models import Alert, HealthCounter, Monitor, NotificationTarget  # noqa: E402, F401
+from console.health.models import Alert, HealthCounter, Monitor, NotificationTarget  # noqa: E402, F401

@@ -20,7 +20,7 @@ def prune_task() -> dict:
 
 @shared_task(name="console.monitors_tick", soft_time_limit=100, time_limit=120)
 def monitors_tick_task() -> dict:
-    from console.monitors import monitors_tick
+    from console.health.monitors import monitors_tick
 
     return monitors_tick()
 

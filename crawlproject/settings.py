@@ -427,7 +427,7 @@ CONSOLE_KEEP_ALERTS_DAYS = env.int("CONSOLE_KEEP_ALERTS_DAYS", default=90)  # re
 CONSOLE_KEEP_DEBUG_RUNS_DAYS = env.int("CONSOLE_KEEP_DEBUG_RUNS_DAYS", default=1)  # the debugger's runs
 CONSOLE_PRUNE_BATCH = env.int("CONSOLE_PRUNE_BATCH", default=500)  # rows per delete statement
 
-# --- Monitoring and alerts (console/health.py, monitors.py, notify.py) -----------------------------
+# --- Monitoring and alerts (console/health/: counters, monitors, notify) ---------------------------
 CONSOLE_HEALTH_BUCKET_SECONDS = env.int("CONSOLE_HEALTH_BUCKET_SECONDS", default=60)  # health counters' step
 CONSOLE_HEALTH_KEEP_DAYS = env.int("CONSOLE_HEALTH_KEEP_DAYS", default=14)
 # Apprise URLs every project's alerts go to, beside the targets set in the admin.

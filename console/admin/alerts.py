@@ -9,10 +9,10 @@ from django.utils.html import format_html, format_html_join
 
 from console.access import sees_all
 from console.admin.access import PROJECT_FILTER, AllProjectsAdmin, ProjectScopedAdmin
-from console.health_models import Alert, Monitor, NotificationTarget
-from console.monitors import DEFAULTS, monitor_thresholds
-from console.notify import notification_test, shown_url
-from console.rules import RULES
+from console.health.models import Alert, Monitor, NotificationTarget
+from console.health.monitors import DEFAULTS, monitor_thresholds
+from console.health.notify import notification_test, shown_url
+from console.health.rules import RULES
 
 
 @admin.register(Monitor)

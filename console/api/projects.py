@@ -15,7 +15,7 @@ from rest_framework.reverse import reverse
 from console import jobs, steering
 from console.access import may, network_changes, network_refusal, project_owner_add
 from console.exports import CONTENT_TYPES, export_response
-from console.health import health_figures, project_health
+from console.health.counters import health_figures, project_health
 from console.models import Job
 from console.selectors import project_errors, project_progress, stage_backlog
 from console.warc import warc_response

@@ -8,12 +8,12 @@ import pytest
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from console.health import counters_add
-from console.health_models import Alert, Monitor, NotificationTarget
+from console.health.counters import counters_add
+from console.health.models import Alert, Monitor, NotificationTarget
+from console.health.monitors import DEFAULTS, monitor_run, monitors_ensure
+from console.health.notify import alert_text, alerts_announce, console_url
+from console.health.quiet import quiet_end
 from console.management.commands.serve import console_base_url_default
-from console.monitors import DEFAULTS, monitor_run, monitors_ensure
-from console.notify import alert_text, alerts_announce, console_url
-from console.quiet import quiet_end
 from scrape.models import RuleSet
 
 T0 = datetime(2026, 11, 28, 12, 0, 30, tzinfo=UTC)
@@ -28,7 +28,7 @@ def project(make_project):
 
 
 def count(project, at, counts: dict, monkeypatch) -> None:
-    monkeypatch.setattr("console.health.timezone.now", lambda: at)
+    monkeypatch.setattr("console.health.counters.timezone.now", lambda: at)
     counters_add(None, project_id=project.id, counts=Counter(counts))
     monkeypatch.undo()
 

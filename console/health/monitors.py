@@ -1,7 +1,7 @@
-"""Monitors: every project has each built-in kind (console/checks.py), with default thresholds an
+"""Monitors: every project has each built-in kind (console/health/checks.py), with default thresholds an
 operator overrides per project (admin, API). `monitors_tick` (beat, on the control queue) runs
 the checks and keeps one Alert row per firing: opened when a condition holds, resolved when it
-recovers, each announced once (console/notify.py). A condition that comes back within its
+recovers, each announced once (console/health/notify.py). A condition that comes back within its
 monitor's cooldown after recovering opens a new alert that is announced only if it still holds
 when the cooldown ends."""
 
@@ -11,11 +11,11 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from console import rules
-from console.checks import CHECKS as BUILT_IN_CHECKS
-from console.checks import Finding
-from console.health import counters_prune
-from console.health_models import Alert, Monitor
+from console.health import rules
+from console.health.checks import CHECKS as BUILT_IN_CHECKS
+from console.health.checks import Finding
+from console.health.counters import counters_prune
+from console.health.models import Alert, Monitor
 from crawl.models import Project
 
 log = logging.getLogger("crawlhub.monitors")
@@ -32,7 +32,7 @@ DEFAULTS: dict[str, dict] = {
 }
 # Built-in kinds announced at once, even in a target's quiet hours; the others wait until they end.
 URGENT = {Monitor.Kind.SITE_DOWN, Monitor.Kind.TEMPLATE_CHANGED, Monitor.Kind.JOB_FAILED, Monitor.Kind.NO_WORKER}
-# Every kind's check: the built-in ones (console/checks.py) and the rules of the user's own (console/rules.py).
+# Every kind's check: the built-in ones (checks.py) and the rules of the user's own (rules.py).
 CHECKS = {**BUILT_IN_CHECKS, **rules.CHECKS}
 
 
@@ -85,8 +85,8 @@ def monitors_tick(now: datetime | None = None) -> dict[str, int]:
         for monitor in Monitor.objects.filter(project=project, enabled=True):
             o, r = monitor_run(monitor, project, now)
             opened, resolved = opened + o, resolved + r
-    from console.notify import alerts_announce
-    from console.quiet import held_send
+    from console.health.notify import alerts_announce
+    from console.health.quiet import held_send
 
     sent = alerts_announce(now=now) + held_send(now=now)
     return {"opened": opened, "resolved": resolved, "sent": sent, "pruned": counters_prune(now=now)}

@@ -16,9 +16,9 @@ from django.core.mail import mail_admins
 from django.db.models import Q
 from django.utils import timezone
 
-from console.health_models import Alert, NotificationTarget
+from console.health.models import Alert, NotificationTarget
+from console.health.quiet import notice_hold, quiet_end
 from console.masking import MASK, masked_webhook_url
-from console.quiet import notice_hold, quiet_end
 from crawl.models import Project
 
 log = logging.getLogger("crawlhub.notify")
@@ -38,7 +38,7 @@ def target_rows(project: Project | None) -> list[NotificationTarget]:
 
 def deliver(*, project: Project | None, title: str, body: str, kind: str, urgent: bool, now=None) -> list[str]:
     """Tell the project's targets now, except the targets in their quiet hours when the message is
-    not urgent: those are held until the hours end (console/quiet.py). Returns the problems."""
+    not urgent: those are held until the hours end (console/health/quiet.py). Returns the problems."""
     now, urls = now or timezone.now(), []
     for row in target_rows(project):
         until = None if urgent else quiet_end(row, now)

@@ -1,14 +1,14 @@
 """Monitors of the user's own: a rule over the health figures a project already keeps (the rolling
 counters, its jobs and items), with a threshold and a window. They run in the monitors' tick like
-the built-in ones (console/monitors.py) and share their alerts, cooldown and recovery. A new rule
+the built-in ones (console/health/monitors.py) and share their alerts, cooldown and recovery. A new rule
 kind is one entry in RULES: its check, and what its `watch`, threshold and window mean."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from console.checks import Finding
-from console.health import bucket_of, counters_since
-from console.health_models import Monitor
+from console.health.checks import Finding
+from console.health.counters import bucket_of, counters_since
+from console.health.models import Monitor
 from console.models import Job
 from crawl.models import Project
 from scrape.models import Item, RuleSet

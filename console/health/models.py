@@ -39,9 +39,9 @@ BUILT_IN_KINDS = (
 
 
 class Monitor(models.Model):
-    """A check of a project. Built in: every project has each such kind (console/monitors.py makes
+    """A check of a project. Built in: every project has each such kind (console/health/monitors.py makes
     the rows), with its thresholds: the defaults, with what `thresholds` overrides. A rule of the
-    user's own (console/rules.py) has a name, what it watches, a threshold and a window."""
+    user's own (console/health/rules.py) has a name, what it watches, a threshold and a window."""
 
     class Kind(models.TextChoices):
         SITE_DOWN = "site_down", "site down"
@@ -112,7 +112,7 @@ class Monitor(models.Model):
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 
-        from console.monitors import monitor_problems
+        from console.health.monitors import monitor_problems
 
         if problems := monitor_problems(self):
             raise ValidationError(problems)
@@ -181,8 +181,8 @@ class NotificationTarget(models.Model):
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 
-        from console.notify import url_problem
-        from console.quiet import quiet_problems
+        from console.health.notify import url_problem
+        from console.health.quiet import quiet_problems
 
         problems = quiet_problems(self.quiet_from, self.quiet_until, self.quiet_timezone)
         if problem := url_problem(self.url):
@@ -193,7 +193,7 @@ class NotificationTarget(models.Model):
 
 class HeldNotice(models.Model):
     """A non-urgent message held for a target in its quiet hours, sent when they end
-    (console/quiet.py). Deleted once sent."""
+    (console/health/quiet.py). Deleted once sent."""
 
     target = models.ForeignKey(NotificationTarget, on_delete=models.CASCADE, related_name="held")
     title = models.CharField(max_length=300)

@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 from django.db import models
 from django.db.models import Sum
 
-from console.health import bucket_of, counters_by_bucket, counters_since
-from console.health_models import HealthCounter, Monitor
+from console.health.counters import bucket_of, counters_by_bucket, counters_since
+from console.health.models import HealthCounter, Monitor
+from console.health.sink_status import sink_error_masked
 from console.models import Job
 from console.selectors import stage_backlog
-from console.sink_status import sink_error_masked
 from console.workers import queues_consumed
 from crawl.frontier.stages import PAGE_PENDING_STATES
 from crawl.models import Host, Page, Project

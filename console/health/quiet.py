@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.utils import timezone
 
-from console.health_models import HeldNotice, NotificationTarget
+from console.health.models import HeldNotice, NotificationTarget
 
 
 def quiet_problems(start: time | None, end: time | None, zone: str) -> dict[str, str]:
@@ -46,7 +46,7 @@ def notice_hold(target: NotificationTarget, *, title: str, body: str, kind: str,
 
 def held_send(*, now: datetime | None = None) -> int:
     """Send the held messages whose quiet hours are over, each once: a row is claimed by deleting it."""
-    from console.notify import send
+    from console.health.notify import send
 
     now, sent = now or timezone.now(), 0
     for notice in HeldNotice.objects.filter(send_after__lte=now).select_related("target"):
