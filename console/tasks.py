@@ -4,8 +4,8 @@ pruned (console/retention.py)."""
 
 from celery import shared_task
 
-from console.jobs import jobs_tick
 from console.retention import prune
+from console.runs.jobs import jobs_tick
 
 
 @shared_task(name="console.jobs_tick", soft_time_limit=50, time_limit=60)
@@ -35,6 +35,6 @@ def debug_run_task(run_id: int) -> str:
 
 @shared_task(name="console.job_ended", soft_time_limit=100, time_limit=120)
 def job_ended_task(job_id: int) -> bool:
-    from console.job_notices import job_end_announce
+    from console.runs.job_notices import job_end_announce
 
     return job_end_announce(job_id=job_id)

@@ -296,7 +296,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BEAT_SCHEDULER = "console.beat:HeartbeatScheduler"  # the DatabaseScheduler, with a heartbeat
+CELERY_BEAT_SCHEDULER = "console.runs.beat:HeartbeatScheduler"  # the DatabaseScheduler, with a heartbeat
 
 # --- Crawl behaviour ---------------------------------------------------------------------------
 CRAWL_FETCH_BATCH = env.int("CRAWL_FETCH_BATCH", default=50)

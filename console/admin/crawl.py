@@ -10,7 +10,6 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from console import jobs, steering
 from console.access import NETWORK_FIELDS, may, network_scope_fields, project_owner_add
 from console.admin.access import ProjectScopedAdmin
 from console.admin.project_forms import (
@@ -26,6 +25,7 @@ from console.admin.sinks import SinkInline
 from console.exports import CONTENT_TYPES, FIELDS, export_response
 from console.masking import MASK
 from console.models import Job
+from console.runs import jobs, steering
 from console.selectors import project_progress
 from crawl.models import Project
 from crawl.services.sessions import session_forget
