@@ -1,10 +1,10 @@
 """The console's periodic tasks: jobs start when their first row is claimed and end when their
 project owes no more work; monitors check every project and announce their alerts; old rows are
-pruned (console/retention.py)."""
+pruned (console/exports/retention.py)."""
 
 from celery import shared_task
 
-from console.retention import prune
+from console.exports.retention import prune
 from console.runs.jobs import jobs_tick
 
 

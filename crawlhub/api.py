@@ -104,6 +104,6 @@ def items(project, *, kind: str | None = None, job=None) -> Iterator[dict]:
     "updated_at"}: of one kind (page, rule:<name>, api, spider) and produced by one job (a Job or
     its id: the items whose data it extracted), when given. Read a chunk at a time: memory stays flat."""
     setup()
-    from console.exports import ExportFilter, export_rows
+    from console.exports.rows import ExportFilter, export_rows
 
     yield from export_rows(project, "items", ExportFilter(kind=kind, job=getattr(job, "id", job)))

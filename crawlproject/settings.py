@@ -42,8 +42,8 @@ SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=3600 if BEHI
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=BEHIND_HTTPS_PROXY)
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=BEHIND_HTTPS_PROXY)
 X_FRAME_OPTIONS = "DENY"
-# Failed logins allowed per user name within the window; then its logins wait (console/login_throttle.py).
-AUTHENTICATION_BACKENDS = ["console.login_throttle.ThrottledModelBackend"]
+# Failed logins allowed per user name within the window; then its logins wait (console/access/login_throttle.py).
+AUTHENTICATION_BACKENDS = ["console.access.login_throttle.ThrottledModelBackend"]
 CRAWLHUB_LOGIN_ATTEMPTS = env.int("CRAWLHUB_LOGIN_ATTEMPTS", default=10)
 CRAWLHUB_LOGIN_WINDOW_SECONDS = env.int("CRAWLHUB_LOGIN_WINDOW_SECONDS", default=900)
 # /metrics (console/metrics.py): scrapers send `Authorization: Bearer <token>`; empty: staff sessions only.
@@ -391,7 +391,7 @@ CELERY_BEAT_SCHEDULE = {
     },
     "console-prune": {
         "task": "console.prune",
-        "schedule": 300.0,  # old rows pruned in batches (console/retention.py)
+        "schedule": 300.0,  # old rows pruned in batches (console/exports/retention.py)
         "options": {"expires": 300.0},
     },
     "console-monitors": {
@@ -418,7 +418,7 @@ CONSOLE_JOB_LOG_LIMIT = env.int("CONSOLE_JOB_LOG_LIMIT", default=500)  # log ent
 CONSOLE_HEARTBEAT_SECONDS = env.int("CONSOLE_HEARTBEAT_SECONDS", default=10)
 # A worker not seen for this long is gone (killed, or its machine is): the dashboard warns.
 CONSOLE_WORKER_STALE_SECONDS = env.int("CONSOLE_WORKER_STALE_SECONDS", default=35)
-# Retention (console/retention.py): days rows are kept, then pruned in batches; 0 keeps them forever.
+# Retention (console/exports/retention.py): days rows are kept, then pruned in batches; 0 keeps them forever.
 CONSOLE_KEEP_JOBS_DAYS = env.int("CONSOLE_KEEP_JOBS_DAYS", default=90)  # finished jobs, with their logs
 CONSOLE_KEEP_JOB_LOGS_DAYS = env.int("CONSOLE_KEEP_JOB_LOGS_DAYS", default=30)
 CONSOLE_KEEP_PAGE_VERSIONS_DAYS = env.int("CONSOLE_KEEP_PAGE_VERSIONS_DAYS", default=180)  # never a page's newest

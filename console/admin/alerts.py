@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from console.access import sees_all
+from console.access.policy import sees_all
 from console.admin.access import PROJECT_FILTER, AllProjectsAdmin, ProjectScopedAdmin
 from console.health.models import Alert, Monitor, NotificationTarget
 from console.health.monitors import DEFAULTS, monitor_thresholds

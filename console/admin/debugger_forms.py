@@ -7,7 +7,7 @@ from django import forms
 from django.conf import settings
 from django_ace import AceWidget
 
-from console.access import may, projects_for, scoped
+from console.access.policy import may, projects_for, scoped
 from console.debug_models import DebugRun
 from console.debugger_stored import active_source
 from console.health.models import Alert

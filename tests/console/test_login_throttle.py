@@ -4,7 +4,7 @@ or not, in the admin and the API's session login alike, counted across processes
 import pytest
 from django.core.cache import cache
 
-from console.login_throttle import _key
+from console.access.login_throttle import _key
 from tests.conftest import run_manage
 
 pytestmark = pytest.mark.django_db

@@ -159,7 +159,7 @@ def test_a_rule_of_ones_own_is_made_over_the_api_and_refuses_a_field_nobody_watc
     """Issue 48, point 15 (and 13: a rule set with required fields watches only those)."""
     from django.contrib.auth.models import Permission
 
-    from console.access import ALL_PROJECTS
+    from console.access.policy import ALL_PROJECTS
 
     app, codename = ALL_PROJECTS.split(".")
     operator.user_permissions.add(Permission.objects.get(content_type__app_label=app, codename=codename))
