@@ -7,7 +7,7 @@ import zlib
 
 from crawl.models import Page, PageContent, Project
 from scrape.models import Item
-from scrape.sandbox import sandbox_response, sources_run
+from scrape.sandbox import Limits, sandbox_response, sources_run
 from scrape.spider_versions import spider_version_active
 
 EMPTY = (None, "", [], {})
@@ -31,7 +31,7 @@ def active_source(project: Project) -> str | None:
     return version.source if version is not None else None
 
 
-def stored_report(project: Project, source: str, *, count: int) -> dict:
+def stored_report(project: Project, source: str, *, count: int, limits: Limits) -> dict:
     """Run the draft (and the active version, when there is one) on the last `count` stored pages and
     compare, field by field, on how many pages each fills it."""
     pairs = stored_pages(project, count)
@@ -43,7 +43,7 @@ def stored_report(project: Project, source: str, *, count: int) -> dict:
     ]
     active = active_source(project)
     sources = {"draft": source} | ({"active": active} if active is not None else {})
-    answer = sources_run(sources, responses, limits=_limits()) if pairs else {n: {"runs": []} for n in sources}
+    answer = sources_run(sources, responses, limits=limits) if pairs else {n: {"runs": []} for n in sources}
     if "error" in answer["draft"]:
         return {"mode": "stored", "pages": len(pairs), "compile_error": answer["draft"]["error"]}
     draft = [run["items"] for run in answer["draft"]["runs"]]
@@ -60,12 +60,6 @@ def stored_report(project: Project, source: str, *, count: int) -> dict:
         "draft_errors": sum(1 for e in draft_errors if e),
         "per_page": _per_page(pairs, draft, theirs, draft_errors)[:MAX_SHOWN_PAGES],
     }
-
-
-def _limits():
-    from console.debugger import debug_limits
-
-    return debug_limits()
 
 
 def _stored_items(pages: list[Page]) -> list[list[dict]]:

@@ -10,9 +10,9 @@ from django.utils.html import format_html, format_html_join
 from console.access.policy import sees_all
 from console.admin.access import PROJECT_FILTER, AllProjectsAdmin, ProjectScopedAdmin
 from console.health.models import Alert, Monitor, NotificationTarget
-from console.health.monitors import DEFAULTS, monitor_thresholds
+from console.health.monitors import monitor_thresholds
 from console.health.notify import notification_test, shown_url
-from console.health.rules import RULES
+from console.health.validators import DEFAULTS, RULES
 
 
 @admin.register(Monitor)

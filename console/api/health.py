@@ -7,8 +7,8 @@ from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
 
 from console.health.models import Alert, Monitor
-from console.health.monitors import DEFAULTS, monitor_problems, monitor_thresholds
-from console.health.rules import RULES
+from console.health.monitors import monitor_thresholds
+from console.health.validators import DEFAULTS, RULES, monitor_problems
 
 from . import serializers as s
 from .filters import ProjectFilter

@@ -1,7 +1,10 @@
 """Health counters, monitors, their alerts and where alerts are sent (imported by console.models)."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+
+from console.health.validators import monitor_problems, quiet_problems, url_problem
 
 
 class HealthCounter(models.Model):
@@ -110,10 +113,6 @@ class Monitor(models.Model):
         return self.name or self.get_kind_display()
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from console.health.monitors import monitor_problems
-
         if problems := monitor_problems(self):
             raise ValidationError(problems)
 
@@ -179,11 +178,6 @@ class NotificationTarget(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from console.health.notify import url_problem
-        from console.health.quiet import quiet_problems
-
         problems = quiet_problems(self.quiet_from, self.quiet_until, self.quiet_timezone)
         if problem := url_problem(self.url):
             problems["url"] = problem

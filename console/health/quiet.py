@@ -1,27 +1,12 @@
 """Quiet hours of a notification target: a non-urgent message that falls inside them is held
-(a HeldNotice row) and sent when they end; urgent ones go at once. Hours are read in the
-target's own time zone; a span whose end is before its start runs over midnight (22:00-07:00)."""
+(a HeldNotice row) and sent when they end (held_send, console/health/notify.py); urgent ones go at
+once. Hours are read in the target's own time zone; a span whose end is before its start runs over
+midnight (22:00-07:00)."""
 
-from datetime import UTC, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from django.utils import timezone
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from console.health.models import HeldNotice, NotificationTarget
-
-
-def quiet_problems(start: time | None, end: time | None, zone: str) -> dict[str, str]:
-    """What is wrong with a target's quiet hours, by field (empty: nothing)."""
-    problems = {}
-    if (start is None) != (end is None):
-        problems["quiet_until" if end is None else "quiet_from"] = "give both ends of the quiet hours, or neither"
-    elif start is not None and start == end:
-        problems["quiet_until"] = "quiet hours must end at another time than they start"
-    try:
-        ZoneInfo(zone or "")
-    except (ZoneInfoNotFoundError, ValueError):
-        problems["quiet_timezone"] = f"not a time zone: {zone!r} (for example UTC or Europe/Paris)"
-    return problems
 
 
 def quiet_end(target: NotificationTarget, now: datetime) -> datetime | None:
@@ -42,15 +27,3 @@ def quiet_end(target: NotificationTarget, now: datetime) -> datetime | None:
 
 def notice_hold(target: NotificationTarget, *, title: str, body: str, kind: str, until: datetime) -> None:
     HeldNotice.objects.create(target=target, title=title[:300], body=body, kind=kind, send_after=until)
-
-
-def held_send(*, now: datetime | None = None) -> int:
-    """Send the held messages whose quiet hours are over, each once: a row is claimed by deleting it."""
-    from console.health.notify import send
-
-    now, sent = now or timezone.now(), 0
-    for notice in HeldNotice.objects.filter(send_after__lte=now).select_related("target"):
-        if HeldNotice.objects.filter(id=notice.id).delete()[0]:
-            send(urls=[notice.target.url], title=notice.title, body=notice.body, kind=notice.kind, email=False)
-            sent += 1
-    return sent

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from console.health.counters import counters_add, health_figures, project_health
 from console.health.models import Alert, Monitor
-from console.health.monitors import monitor_run, monitors_ensure, thresholds_problem
+from console.health.monitors import monitor_run, monitors_ensure
+from console.health.validators import thresholds_problem
 from crawl.models import Project
 
 pytestmark = pytest.mark.django_db

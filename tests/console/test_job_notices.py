@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from console.health.models import Alert, HeldNotice, Monitor, NotificationTarget
 from console.health.monitors import monitors_ensure, monitors_tick
-from console.health.quiet import held_send
+from console.health.notify import held_send
 from console.models import Job
 from console.runs import jobs
 from crawl.services.projects import project_get_or_create

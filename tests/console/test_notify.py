@@ -10,9 +10,10 @@ from rest_framework.test import APIClient
 
 from console.health.counters import counters_add
 from console.health.models import Alert, Monitor, NotificationTarget
-from console.health.monitors import DEFAULTS, monitor_run, monitors_ensure
+from console.health.monitors import monitor_run, monitors_ensure
 from console.health.notify import alert_text, alerts_announce, console_url
 from console.health.quiet import quiet_end
+from console.health.validators import DEFAULTS
 from console.management.commands.serve import console_base_url_default
 from scrape.models import RuleSet
 
