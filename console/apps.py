@@ -13,9 +13,10 @@ class ConsoleConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_login_failed
 
-        from console import health, signals  # noqa: F401 - jobs follow their tasks, workers report their queues; health counts
+        from console.access.roles import roles_install
+        from console.health import counters  # noqa: F401 - health counts
         from console.login_throttle import login_failed
-        from console.roles import roles_install
+        from console.runs import signals  # noqa: F401 - jobs follow their tasks, workers report their queues
 
         user_login_failed.connect(login_failed, dispatch_uid="console.login_failed")
         post_migrate.connect(roles_install, sender=self, dispatch_uid="console.roles_install")

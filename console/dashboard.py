@@ -8,7 +8,7 @@ Every query is bounded on big tables: counts by state use the (project, state) i
 windows the (project, fetched_at) index, the chart the health counters, the error lists only the
 rows in error (failed, or waiting to retry).
 
-Each user sees the projects they may (console/access.py); the buttons are for those who may run them.
+Each user sees the projects they may (console/access/policy.py); the buttons are for those who may run them.
 """
 
 from collections import defaultdict
@@ -24,10 +24,11 @@ from django.utils import timezone
 from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
-from console import jobs, steering
-from console.access import may, projects_for
-from console.health import counters_by_bucket, health_chart, project_health, projects_health
+from console.access.policy import may, projects_for
+from console.health.counters import counters_by_bucket, health_chart, project_health, projects_health
 from console.models import Job
+from console.runs import jobs, steering
+from console.runs.workers import jobs_open, pipeline_warnings, stage_warnings, workers_alive, workers_snapshot
 from console.selectors import (
     broker_queue_lengths,
     errors_grouped,
@@ -36,7 +37,6 @@ from console.selectors import (
     project_progress,
     stage_backlog,
 )
-from console.workers import jobs_open, pipeline_warnings, stage_warnings, workers_alive, workers_snapshot
 from crawl.frontier.stages import ASSET_PENDING_STATES, FETCH, PAGE_PENDING_STATES
 from crawl.models import MediaAsset, Page, Project
 

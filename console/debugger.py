@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.debug_models import DebugRun
+from console.debugger_stored import stored_report
 from console.masking import masked_response_headers
 from console.tryurl import FOLLOW, link_fates, robots_decision, trial_fetch
 from core.canonical import InvalidURL, canonicalize, host_of, url_key
@@ -80,8 +81,6 @@ def debug_run_execute(run_id: int) -> str:
     run = DebugRun.objects.select_related("project").get(id=run_id)
     try:
         if run.mode == DebugRun.Mode.STORED:
-            from console.debugger_stored import stored_report
-
             report = stored_report(run.project, run.source, count=run.stored_pages, limits=debug_limits())
             body = b""
         else:

@@ -21,8 +21,8 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 
-from console.access import projects_for, sees_all
-from console.health_metrics import health_metrics
+from console.access.policy import projects_for, sees_all
+from console.health.metrics import health_metrics
 from console.selectors import broker_queue_lengths, stage_backlog
 from crawl.models import MediaAsset, Page, Project
 

@@ -118,8 +118,8 @@ class WorkerBeat(models.Model):
 
 class ProjectAccess(models.Model):
     """Who a project belongs to: one row per owner user or owning group. What a member may do with
-    it is their role's (console/roles.py); superusers and holders of view_all_projects see every
-    project. The permissions of the roles are declared here (console/access.py checks them)."""
+    it is their role's (console/access/roles.py); superusers and holders of view_all_projects see every
+    project. The permissions of the roles are declared here (console/access/policy.py checks them)."""
 
     project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="access")
     user = models.ForeignKey(
@@ -164,4 +164,4 @@ class ProjectAccess(models.Model):
 
 
 from console.debug_models import DebugRun  # noqa: E402, F401
-from console.health_models import Alert, HealthCounter, Monitor, NotificationTarget  # noqa: E402, F401
+from console.health.models import Alert, HealthCounter, Monitor, NotificationTarget  # noqa: E402, F401

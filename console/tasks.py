@@ -1,11 +1,11 @@
 """The console's periodic tasks: jobs start when their first row is claimed and end when their
 project owes no more work; monitors check every project and announce their alerts; old rows are
-pruned (console/retention.py)."""
+pruned (console/exports/retention.py)."""
 
 from celery import shared_task
 
-from console.jobs import jobs_tick
-from console.retention import prune
+from console.exports.retention import prune
+from console.runs.jobs import jobs_tick
 from crawlproject.control_tasks import DEBUG_RUN, JOB_ENDED, JOBS_TICK, MONITORS_TICK, PRUNE
 
 
@@ -21,7 +21,7 @@ def prune_task() -> dict:
 
 @shared_task(name=MONITORS_TICK.name, **MONITORS_TICK.limits())
 def monitors_tick_task() -> dict:
-    from console.monitors import monitors_tick
+    from console.health.monitors import monitors_tick
 
     return monitors_tick()
 
@@ -36,6 +36,6 @@ def debug_run_task(run_id: int) -> str:
 
 @shared_task(name=JOB_ENDED.name, **JOB_ENDED.limits())
 def job_ended_task(job_id: int) -> bool:
-    from console.job_notices import job_end_announce
+    from console.runs.job_notices import job_end_announce
 
     return job_end_announce(job_id=job_id)

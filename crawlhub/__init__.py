@@ -1,5 +1,5 @@
 """crawlhub as a Python library: create or get a project, add seeds, run a job to its end, read
-its items. It runs jobs as the crawl command does (console/job_runs.py); docs/python-api.md has an
+its items. It runs jobs as the crawl command does (console/runs/job_runs.py); docs/python-api.md has an
 example.
 
     import crawlhub
@@ -19,7 +19,7 @@ from crawlhub.api import add_seeds, items, project, run, setup
 def __getattr__(name: str):
     if name == "Run":  # the console's; Django is set up first
         setup()
-        from console.job_runs import Run
+        from console.runs.job_runs import Run
 
         return Run
     raise AttributeError(name)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from console.job_runs import Run
+    from console.runs.job_runs import Run
 
 
 def setup() -> None:
@@ -40,7 +40,7 @@ def add_seeds(project, urls: Iterable[str], *, kind: str = "page") -> int:
     queued."""
     setup()
     from console.models import Job
-    from console.steering import seeds_add_as_job
+    from console.runs.steering import seeds_add_as_job
 
     urls = list(urls)
     seeds_check(project, urls)
@@ -84,7 +84,7 @@ def run(
     (pages and assets by state) goes to `on_progress(progress, elapsed)` every `progress_every`
     seconds, and notices (a resumed job, an outage, work no worker takes) to `on_notice`."""
     setup()
-    from console.job_runs import crawl_run
+    from console.runs.job_runs import crawl_run
 
     seeds_check(project, [*urls, *sitemaps, *feeds])
     return crawl_run(
@@ -104,6 +104,6 @@ def items(project, *, kind: str | None = None, job=None) -> Iterator[dict]:
     "updated_at"}: of one kind (page, rule:<name>, api, spider) and produced by one job (a Job or
     its id: the items whose data it extracted), when given. Read a chunk at a time: memory stays flat."""
     setup()
-    from console.exports import ExportFilter, export_rows
+    from console.exports.rows import ExportFilter, export_rows
 
     yield from export_rows(project, "items", ExportFilter(kind=kind, job=getattr(job, "id", job)))

@@ -1,6 +1,6 @@
 """The tasks besides the stages', declared once: each one's name, queue, time limits and, for the
 periodic ones, beat's entry. The task decorators, the routes, beat's schedule and the embedded crawl
-(console/job_runs.py, which runs the periodic ticks itself while it waits) all read this table."""
+(console/runs/job_runs.py, which runs the periodic ticks itself while it waits) all read this table."""
 
 from dataclasses import dataclass
 
@@ -32,7 +32,7 @@ JOBS_TICK = ControlTask(
     "console.jobs_tick", CONTROL, 50, 60, beat="console-jobs", every="CONSOLE_JOBS_TICK_SECONDS", embedded=True
 )
 SINKS_TICK = ControlTask("scrape.sinks_tick", CONTROL, 50, 60, beat="scrape-sinks", every=10, embedded=True)
-PRUNE = ControlTask("console.prune", CONTROL, 110, 120, beat="console-prune", every=300)  # console/retention.py
+PRUNE = ControlTask("console.prune", CONTROL, 110, 120, beat="console-prune", every=300)  # console/exports/retention.py
 MONITORS_TICK = ControlTask(
     "console.monitors_tick", CONTROL, 100, 120, beat="console-monitors", every="CONSOLE_MONITORS_TICK_SECONDS"
 )

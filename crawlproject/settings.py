@@ -297,7 +297,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BEAT_SCHEDULER = "console.beat:HeartbeatScheduler"  # the DatabaseScheduler, with a heartbeat
+CELERY_BEAT_SCHEDULER = "console.runs.beat:HeartbeatScheduler"  # the DatabaseScheduler, with a heartbeat
 
 # --- Crawl behaviour ---------------------------------------------------------------------------
 CRAWL_FETCH_BATCH = env.int("CRAWL_FETCH_BATCH", default=50)
@@ -395,7 +395,7 @@ CONSOLE_JOB_LOG_LIMIT = env.int("CONSOLE_JOB_LOG_LIMIT", default=500)  # log ent
 CONSOLE_HEARTBEAT_SECONDS = env.int("CONSOLE_HEARTBEAT_SECONDS", default=10)
 # A worker not seen for this long is gone (killed, or its machine is): the dashboard warns.
 CONSOLE_WORKER_STALE_SECONDS = env.int("CONSOLE_WORKER_STALE_SECONDS", default=35)
-# Retention (console/retention.py): days rows are kept, then pruned in batches; 0 keeps them forever.
+# Retention (console/exports/retention.py): days rows are kept, then pruned in batches; 0 keeps them forever.
 CONSOLE_KEEP_JOBS_DAYS = env.int("CONSOLE_KEEP_JOBS_DAYS", default=90)  # finished jobs, with their logs
 CONSOLE_KEEP_JOB_LOGS_DAYS = env.int("CONSOLE_KEEP_JOB_LOGS_DAYS", default=30)
 CONSOLE_KEEP_PAGE_VERSIONS_DAYS = env.int("CONSOLE_KEEP_PAGE_VERSIONS_DAYS", default=180)  # never a page's newest
@@ -404,7 +404,7 @@ CONSOLE_KEEP_ALERTS_DAYS = env.int("CONSOLE_KEEP_ALERTS_DAYS", default=90)  # re
 CONSOLE_KEEP_DEBUG_RUNS_DAYS = env.int("CONSOLE_KEEP_DEBUG_RUNS_DAYS", default=1)  # the debugger's runs
 CONSOLE_PRUNE_BATCH = env.int("CONSOLE_PRUNE_BATCH", default=500)  # rows per delete statement
 
-# --- Monitoring and alerts (console/health.py, monitors.py, notify.py) -----------------------------
+# --- Monitoring and alerts (console/health/: counters, monitors, notify) ---------------------------
 CONSOLE_HEALTH_BUCKET_SECONDS = env.int("CONSOLE_HEALTH_BUCKET_SECONDS", default=60)  # health counters' step
 CONSOLE_HEALTH_KEEP_DAYS = env.int("CONSOLE_HEALTH_KEEP_DAYS", default=14)
 # Apprise URLs every project's alerts go to, beside the targets set in the admin.

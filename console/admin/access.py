@@ -3,7 +3,7 @@ choices and filters limited to those, and the permissions the actions declare (`
 
 from django.contrib import admin
 
-from console.access import groups_for, may, projects_for, scoped, sees_all, users_for
+from console.access.policy import groups_for, may, projects_for, scoped, sees_all, users_for
 from console.models import ProjectAccess
 
 
@@ -18,7 +18,7 @@ PROJECT_FILTER = ("project", OwnProjectsFilter)
 
 
 class OwnerChoices:
-    """Owner rows (ProjectAccess) offer only the users and groups the user may see (console/access.py):
+    """Owner rows (ProjectAccess) offer only the users and groups the user may see (console/access/policy.py):
     the add form of an admin-role team member never lists another team's people."""
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):

@@ -7,12 +7,12 @@ from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from console.access import sees_all
+from console.access.policy import sees_all
 from console.admin.access import PROJECT_FILTER, AllProjectsAdmin, ProjectScopedAdmin
-from console.health_models import Alert, Monitor, NotificationTarget
-from console.monitors import DEFAULTS, monitor_thresholds
-from console.notify import notification_test, shown_url
-from console.rules import RULES
+from console.health.models import Alert, Monitor, NotificationTarget
+from console.health.monitors import monitor_thresholds
+from console.health.notify import notification_test, shown_url
+from console.health.validators import DEFAULTS, RULES
 
 
 @admin.register(Monitor)

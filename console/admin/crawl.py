@@ -1,7 +1,7 @@
 """Admin for projects (with their actions and exports; the change form's parts are in
 console/admin/project_forms.py); the frontier's admin is in console/admin/frontier.py, jobs in
 console/admin/jobs.py, the live dashboard in console/dashboard.py. Each user sees the projects they
-may (console/access.py); network settings are read-only without the permission, secrets masked."""
+may (console/access/policy.py); network settings are read-only without the permission, secrets masked."""
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -10,8 +10,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from console import jobs, steering
-from console.access import NETWORK_FIELDS, may, network_scope_fields, project_owner_add
+from console.access.policy import NETWORK_FIELDS, may, network_scope_fields, project_owner_add
 from console.admin.access import ProjectScopedAdmin
 from console.admin.project_forms import (
     SECRETS,
@@ -23,9 +22,10 @@ from console.admin.project_forms import (
     robots_sitemaps,
 )
 from console.admin.sinks import SinkInline
-from console.exports import CONTENT_TYPES, FIELDS, export_response
+from console.exports.rows import CONTENT_TYPES, FIELDS, export_response
 from console.masking import MASK
 from console.models import Job
+from console.runs import jobs, steering
 from console.selectors import project_progress
 from crawl.models import Project
 from crawl.services.sessions import session_forget

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 
-from console.access import may, projects_for
+from console.access.policy import may, projects_for
 from console.admin.debugger_forms import DebugForm, initial_from_query, run_initial
 from console.debug_models import DebugRun
 from console.debugger import debug_run_start, debug_run_wait

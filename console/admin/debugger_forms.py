@@ -7,10 +7,10 @@ from django import forms
 from django.conf import settings
 from django_ace import AceWidget
 
-from console.access import may, projects_for, scoped
+from console.access.policy import may, projects_for, scoped
 from console.debug_models import DebugRun
 from console.debugger_stored import active_source
-from console.health_models import Alert
+from console.health.models import Alert
 from core.masking import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from crawl.models import Page, Project
 from scrape.spider_request import METHODS

@@ -16,13 +16,13 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import parse_header_parameters
 from django.utils.text import Truncator
 
-from console import jobs
 from console.admin.access import PROJECT_FILTER, AllProjectsAdmin, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from console.admin.scrape import item_table
-from console.control import host_block, host_unblock, pages_requeue, pages_retry
 from console.masking import masked_request
 from console.models import Job
+from console.runs import jobs
+from console.runs.control import host_block, host_unblock, pages_requeue, pages_retry
 from crawl.models import FailedPage, Host, Page, PageContent, PageVersion, Project, RobotsTxt
 from scrape.models import HandlerLog
 

@@ -9,10 +9,10 @@ from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from console import jobs, steering
-from console.access import may
+from console.access.policy import may
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.models import Job, JobLogEntry, WorkerBeat
+from console.runs import jobs, steering
 
 
 @admin.register(Job)

@@ -9,7 +9,7 @@ from django.utils.html import format_html
 
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
-from console.control import assets_retry
+from console.runs.control import assets_retry
 from core.storage import object_url, open_object
 from crawl.models import MediaAsset
 

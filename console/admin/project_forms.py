@@ -7,7 +7,7 @@ import json
 from django import forms
 from django.contrib import admin
 
-from console.access import may, projects_for
+from console.access.policy import may, projects_for
 from console.admin.access import OwnerChoices
 from console.masking import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from console.models import ProjectAccess

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 from django_ace import AceWidget
 
-from console.access import may, projects_for
+from console.access.policy import may, projects_for
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from console.tryurl import fate_groups, trial_report, try_url

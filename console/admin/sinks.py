@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html
 
-from console.access import NETWORK_SINK_KINDS, may, network_refusal
+from console.access.policy import NETWORK_SINK_KINDS, may, network_refusal
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.masking import masked_config, unmasked_config
 from sinks.delivery import sink_counts, sink_last_error, sink_retry

@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 from django_ace import AceWidget
 
-from console.access import projects_for
+from console.access.policy import projects_for
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from scrape.models import SpiderCheck, SpiderVersion
 from scrape.spider_code import SpiderCodeError

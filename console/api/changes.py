@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.access import may, scoped
+from console.access.policy import may, scoped
 from crawl.models import PageVersion
 
 from .serializers import MAX_ID, SLUG_PATTERN

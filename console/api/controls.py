@@ -13,8 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.access import may, sees_all
-from console.control import host_block, host_unblock
+from console.access.policy import may, sees_all
+from console.runs.control import host_block, host_unblock
 from console.tryurl import trial_report, try_url
 from crawl.models import Host
 from crawl.services.credentials import secrets_refusal

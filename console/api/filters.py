@@ -6,7 +6,7 @@ import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
 
-from console.access import projects_for
+from console.access.policy import projects_for
 from console.models import Job
 from crawl.models import Host, MediaAsset, Page, Project, Seed
 from scrape.models import Item, RuleSet

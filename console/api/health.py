@@ -6,9 +6,9 @@ from drf_spectacular.utils import extend_schema, extend_schema_field, extend_sch
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
 
-from console.health_models import Alert, Monitor
-from console.monitors import DEFAULTS, monitor_problems, monitor_thresholds
-from console.rules import RULES
+from console.health.models import Alert, Monitor
+from console.health.monitors import monitor_thresholds
+from console.health.validators import DEFAULTS, RULES, monitor_problems
 
 from . import serializers as s
 from .filters import ProjectFilter

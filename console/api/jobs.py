@@ -7,8 +7,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console import jobs, steering
 from console.models import Job
+from console.runs import jobs, steering
 
 from . import serializers as s
 from .filters import JobFilter

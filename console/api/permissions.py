@@ -1,9 +1,9 @@
 """The API's authorization: each viewset names the permission of every action (an action it does not
-name is refused), and its rows are those of the projects the user may see (console/access.py)."""
+name is refused), and its rows are those of the projects the user may see (console/access/policy.py)."""
 
 from rest_framework.permissions import BasePermission
 
-from console.access import scoped
+from console.access.policy import scoped
 
 
 class ActionPermission(BasePermission):

@@ -12,14 +12,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from console import jobs, steering
-from console.access import may, network_changes, network_refusal, project_owner_add
-from console.exports import CONTENT_TYPES, export_response
-from console.health import health_figures, project_health
+from console.access.policy import may, network_changes, network_refusal, project_owner_add
+from console.exports.rows import CONTENT_TYPES, export_response
+from console.exports.warc import warc_response
+from console.health.counters import health_figures, project_health
 from console.models import Job
+from console.runs import jobs, steering
+from console.runs.workers import jobs_open, pipeline_warnings
 from console.selectors import project_errors, project_progress, stage_backlog
-from console.warc import warc_response
-from console.workers import jobs_open, pipeline_warnings
 from crawl.models import Project, Seed
 from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import project_create

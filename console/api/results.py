@@ -6,8 +6,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console import control
-from console.access import scoped
+from console.access.policy import scoped
+from console.runs import control
 from crawl.models import MediaAsset, Page
 from scrape.models import Item
 

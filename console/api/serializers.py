@@ -9,8 +9,8 @@ from django_celery_beat.validators import crontab_validator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.access import may, projects_for
-from console.exports import FIELDS, ExportFilter
+from console.access.policy import may, projects_for
+from console.exports.rows import FIELDS, ExportFilter
 from console.masking import MASK
 from core.storage import StorageUnavailable, object_url
 from crawl.models import MediaAsset, Page, Project, Seed

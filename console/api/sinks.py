@@ -9,8 +9,8 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.access import NETWORK_SINK_KINDS, may, network_refusal
-from console.sink_status import sink_error_masked
+from console.access.policy import NETWORK_SINK_KINDS, may, network_refusal
+from console.health.sink_status import sink_error_masked
 from sinks.delivery import sink_counts, sink_last_error, sink_retry
 from sinks.models import Sink
 

@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.access import projects_for
+from console.access.policy import projects_for
 from crawl.models import Project
 from scrape.models import SpiderVersion
 from scrape.spider_code import SpiderCodeError

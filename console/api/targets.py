@@ -8,8 +8,8 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.permissions import BasePermission, IsAuthenticated
 
-from console.access import sees_all
-from console.health_models import NotificationTarget
+from console.access.policy import sees_all
+from console.health.models import NotificationTarget
 
 from . import serializers as s
 from .fields import SecretURLField

@@ -2,8 +2,8 @@
 
 from django import template
 
+from console.runs.workers import jobs_open, pipeline_warnings, workers_alive
 from console.selectors import stage_backlog
-from console.workers import jobs_open, pipeline_warnings, workers_alive
 
 register = template.Library()
 

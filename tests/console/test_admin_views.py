@@ -227,8 +227,8 @@ def test_a_page_is_a_record_to_view_without_save_or_delete(admin_client):
 
 
 def test_a_jobs_page_shows_its_report_first_and_refreshes_while_it_runs(admin_client):
-    from console import jobs, steering
     from console.models import Job
+    from console.runs import jobs, steering
 
     project = Project.objects.create(name="jp", slug="jp")
     job, _ = jobs.job_begin(project=project, kind=Job.Kind.CRAWL, trigger=Job.Trigger.ADMIN)

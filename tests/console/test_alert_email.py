@@ -7,10 +7,10 @@ from email import message_from_bytes
 import pytest
 from aiosmtpd.controller import Controller
 
-from console.health_models import Alert
+from console.health.models import Alert
+from console.health.monitors import monitors_tick
+from console.health.notify import notification_test
 from console.models import Job
-from console.monitors import monitors_tick
-from console.notify import notification_test
 from crawl.models import Page, Project
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +66,7 @@ def test_the_test_notification_reaches_the_admins(smtp):
 def test_a_target_that_is_no_apprise_url_is_refused_with_the_reason():
     from django.core.exceptions import ValidationError
 
-    from console.health_models import NotificationTarget
+    from console.health.models import NotificationTarget
 
     with pytest.raises(ValidationError, match="not an Apprise URL"):
         NotificationTarget(name="typo", url="slak://T000/B000/XXXX").full_clean()
@@ -76,7 +76,7 @@ def test_a_target_that_is_no_apprise_url_is_refused_with_the_reason():
 def test_the_admins_test_button_reaches_a_webhook_and_only_admins_see_targets(admin_client, client, django_user_model):
     from django.contrib.auth.models import Group
 
-    from console.health_models import NotificationTarget
+    from console.health.models import NotificationTarget
     from tests.alert_receiver import JsonReceiver
 
     with JsonReceiver() as receiver:

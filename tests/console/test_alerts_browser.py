@@ -9,8 +9,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from console.health_models import Alert, Monitor
-from console.monitors import monitors_ensure
+from console.health.models import Alert, Monitor
+from console.health.monitors import monitors_ensure
 from crawl.models import Project
 from tests.console.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page
 

@@ -16,7 +16,7 @@ from django_celery_beat.models import PeriodicTask
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from console.exports import ASSET_FIELDS, PAGE_FIELDS
+from console.exports.rows import ASSET_FIELDS, PAGE_FIELDS
 from console.models import Job
 from core.canonical import url_key
 from core.storage import store_file

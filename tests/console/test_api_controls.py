@@ -5,7 +5,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from console.models import Job
-from console.steering import job_cancel
+from console.runs.steering import job_cancel
 from crawl.models import Host, MediaAsset, Page, Project
 from scrape.models import RuleSet
 from tests.console.test_admin_console import add_page

@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from console.access.roles import roles_install
 from console.models import ProjectAccess
-from console.roles import roles_install
 from core.storage import store_file
 from crawl.models import MediaAsset, Project
 

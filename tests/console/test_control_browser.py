@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from console import steering
 from console.models import Job, WorkerBeat
+from console.runs import steering
 from crawl.models import Page, Project, Seed
 from tests.conftest import BASE_DIR
 from tests.console.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in

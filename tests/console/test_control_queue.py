@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from console.beat import scheduler_heartbeat
 from console.dashboard import dashboard_snapshot, overview_snapshot
-from console.job_runs import Waiting
 from console.models import Job, WorkerBeat
-from console.workers import scheduler_warnings, stage_warnings
+from console.runs.beat import scheduler_heartbeat
+from console.runs.job_runs import Waiting
+from console.runs.workers import scheduler_warnings, stage_warnings
 from tests.conftest import BASE_DIR
 from tests.helpers import wait_until
 

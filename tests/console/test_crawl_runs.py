@@ -16,10 +16,10 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from console import jobs, steering
-from console.job_runs import job_start
 from console.management.commands._crawl_summary import crawl_summary, report_lines
 from console.models import Job
+from console.runs import jobs, steering
+from console.runs.job_runs import job_start
 from core.canonical import canonicalize, url_key
 from crawl.models import Page, Seed
 from tests.conftest import BASE_DIR

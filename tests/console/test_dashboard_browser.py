@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from console.health import counters_add
-from console.health_models import Alert, Monitor
-from console.monitors import monitors_ensure
+from console.health.counters import counters_add
+from console.health.models import Alert, Monitor
+from console.health.monitors import monitors_ensure
 from crawl.models import Project
 from tests.console.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in
 
@@ -34,7 +34,7 @@ def project_down_and_changed(monkeypatch) -> Project:
     monitors_ensure([project.id])
     now = timezone.now()
     for minutes_ago in range(40, 0, -1):
-        monkeypatch.setattr("console.health.timezone.now", lambda m=minutes_ago: now - timedelta(minutes=m))
+        monkeypatch.setattr("console.health.counters.timezone.now", lambda m=minutes_ago: now - timedelta(minutes=m))
         counters_add(None, project_id=project.id, counts=Counter({("project", "", "fetch_ok"): 5}))
     monkeypatch.undo()
     down = Monitor.objects.get(project=project, kind="site_down")

@@ -9,10 +9,10 @@ import zlib
 import pytest
 from django.contrib.auth.models import Group
 
+from console.access.roles import roles_install
 from console.debug_models import DebugRun
 from console.debugger import debug_run_execute, debug_run_start
 from console.models import ProjectAccess
-from console.roles import roles_install
 from core.canonical import url_key
 from crawl.models import Page, PageContent, Project
 from scrape.models import SpiderCheck, SpiderVersion

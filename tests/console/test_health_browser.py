@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from console.health import counters_add
-from console.health_models import Monitor
-from console.monitors import monitor_run, monitors_ensure
+from console.health.counters import counters_add
+from console.health.models import Monitor
+from console.health.monitors import monitor_run, monitors_ensure
 from crawl.models import Project
 from tests.console.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in
 
@@ -33,7 +33,7 @@ def counted(project, at, pages: int, with_price: int, fetched: int, monkeypatch)
             ("rules", "rule:products", "field:price"): with_price,
         }
     )
-    monkeypatch.setattr("console.health.timezone.now", lambda: at)
+    monkeypatch.setattr("console.health.counters.timezone.now", lambda: at)
     counters_add(None, project_id=project.id, counts=counts)
     monkeypatch.undo()
 

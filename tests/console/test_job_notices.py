@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from console import jobs
-from console.health_models import Alert, HeldNotice, Monitor, NotificationTarget
+from console.health.models import Alert, HeldNotice, Monitor, NotificationTarget
+from console.health.monitors import monitors_ensure, monitors_tick
+from console.health.notify import held_send
 from console.models import Job
-from console.monitors import monitors_ensure, monitors_tick
-from console.quiet import held_send
+from console.runs import jobs
 from crawl.services.projects import project_get_or_create
 from scrape.models import RuleSet
 from sinks.models import Sink

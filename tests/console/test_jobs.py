@@ -23,12 +23,12 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 import crawlhub
-from console import jobs, steering
-from console.beat import scheduler_heartbeat
 from console.dashboard import dashboard_snapshot, overview_snapshot
-from console.job_runs import job_start
 from console.management.commands.crawl import Command as CrawlCommand
 from console.models import Job, JobLogEntry, WorkerBeat
+from console.runs import jobs, steering
+from console.runs.beat import scheduler_heartbeat
+from console.runs.job_runs import job_start
 from console.selectors import project_progress
 from crawl.frontier.assets import assets_claim, assets_ready
 from crawl.frontier.pages import pages_claim_for_fetch

@@ -8,10 +8,10 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from console import jobs
-from console.health_models import Alert, HealthCounter, Monitor, NotificationTarget
+from console.health.models import Alert, HealthCounter, Monitor, NotificationTarget
+from console.health.monitors import monitors_ensure, monitors_tick
 from console.models import Job
-from console.monitors import monitors_ensure, monitors_tick
+from console.runs import jobs
 from console.tasks import monitors_tick_task
 from crawl.models import Page
 from crawl.services.projects import project_get_or_create

@@ -8,12 +8,13 @@ import pytest
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from console.health import counters_add
-from console.health_models import Alert, Monitor, NotificationTarget
+from console.health.counters import counters_add
+from console.health.models import Alert, Monitor, NotificationTarget
+from console.health.monitors import monitor_run, monitors_ensure
+from console.health.notify import alert_text, alerts_announce, console_url
+from console.health.quiet import quiet_end
+from console.health.validators import DEFAULTS
 from console.management.commands.serve import console_base_url_default
-from console.monitors import DEFAULTS, monitor_run, monitors_ensure
-from console.notify import alert_text, alerts_announce, console_url
-from console.quiet import quiet_end
 from scrape.models import RuleSet
 
 T0 = datetime(2026, 11, 28, 12, 0, 30, tzinfo=UTC)
@@ -28,7 +29,7 @@ def project(make_project):
 
 
 def count(project, at, counts: dict, monkeypatch) -> None:
-    monkeypatch.setattr("console.health.timezone.now", lambda: at)
+    monkeypatch.setattr("console.health.counters.timezone.now", lambda: at)
     counters_add(None, project_id=project.id, counts=Counter(counts))
     monkeypatch.undo()
 
@@ -159,7 +160,7 @@ def test_a_rule_of_ones_own_is_made_over_the_api_and_refuses_a_field_nobody_watc
     """Issue 48, point 15 (and 13: a rule set with required fields watches only those)."""
     from django.contrib.auth.models import Permission
 
-    from console.access import ALL_PROJECTS
+    from console.access.policy import ALL_PROJECTS
 
     app, codename = ALL_PROJECTS.split(".")
     operator.user_permissions.add(Permission.objects.get(content_type__app_label=app, codename=codename))

@@ -11,8 +11,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from console import jobs, steering
 from console.models import Job
+from console.runs import jobs, steering
 from crawl.models import Project, Seed
 from tests.console.test_admin_browser import ARTIFACTS, PASSWORD, chromium_page, log_in
 from tests.console.test_admin_console import add_page

@@ -10,10 +10,10 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from console.access.roles import roles_install
 from console.api.urls import router
-from console.jobs import job_begin
 from console.models import Job, ProjectAccess
-from console.roles import roles_install
+from console.runs.jobs import job_begin
 from core.canonical import url_key
 from crawl.models import MediaAsset, Page, PageVersion, Project, Seed
 from scrape.models import Item

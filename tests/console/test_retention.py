@@ -9,8 +9,8 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
+from console.exports.retention import RULES, prune
 from console.models import Alert, DebugRun, Job, JobLogEntry, Monitor
-from console.retention import RULES, prune
 from core.canonical import url_key
 from crawl.models import Page, PageVersion, Project
 from crawlproject.control_tasks import TASK_ROUTES

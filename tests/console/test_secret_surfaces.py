@@ -20,14 +20,14 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from console.access.roles import roles_install
 from console.api.urls import router
 from console.debugger import debug_run_execute, debug_run_start
-from console.exports import CONTENT_TYPES
-from console.health_models import NotificationTarget
+from console.exports.rows import CONTENT_TYPES
+from console.health.models import NotificationTarget
+from console.health.monitors import monitor_run, monitors_ensure
+from console.health.notify import alerts_announce
 from console.models import Job, ProjectAccess
-from console.monitors import monitor_run, monitors_ensure
-from console.notify import alerts_announce
-from console.roles import roles_install
 from core.net.guard import allow_networks
 from crawl.frontier.discovery import seed_request
 from crawl.models import Page, PageContent, Project, Seed, SessionCookie

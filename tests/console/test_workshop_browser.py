@@ -12,10 +12,10 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from console.health_models import Alert, Monitor
+from console.health.models import Alert, Monitor
+from console.health.monitors import monitor_run, monitors_ensure
 from console.models import Job
-from console.monitors import monitor_run, monitors_ensure
-from console.steering import crawl_start
+from console.runs.steering import crawl_start
 from crawl.models import Page, Project
 from scrape.models import Item
 from scrape.spider_versions import spider_version_active, spider_version_deploy

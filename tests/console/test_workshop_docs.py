@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from console.control import pages_recrawl
+from console.runs.control import pages_recrawl
 from crawl.models import Page, Project
 from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add

@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from console.control import pages_recrawl
+from console.runs.control import pages_recrawl
 from crawl.frontier.discovery import pages_discover
 from crawl.frontier.recrawl import pages_dispatch
 from crawl.frontier.verdicts import Link

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 
 from console.models import Job
-from console.steering import crawl_start
+from console.runs.steering import crawl_start
 from crawl.models import MediaAsset, Page
 from crawl.services.projects import project_get_or_create, seeds_add
 from scrape.models import Item, RuleSet

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from console import jobs, steering
 from console.models import Job
+from console.runs import jobs, steering
 from crawl.models import Page, Project
 from crawl.services.recrawl_schedules import task_name, tick_seconds
 from crawl.tasks import dispatch_task

@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from console.access.roles import roles_install
 from console.models import ProjectAccess
-from console.roles import roles_install
 from core.net.guard import allow_networks
 from crawl.models import Page, Project, Seed
 from crawl.services.credentials import secrets_go_to

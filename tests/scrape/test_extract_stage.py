@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from console.jobs import job_counts
 from console.models import Job
+from console.runs.jobs import job_counts
 from console.selectors import project_progress
 from crawl.models import Page, PageContent, Project
 from scrape.extraction import extract_page

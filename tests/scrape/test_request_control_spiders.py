@@ -160,7 +160,7 @@ def test_a_priority_request_takes_its_hosts_next_free_slot_ahead_of_the_queued_p
 
 def test_a_start_hook_yields_the_first_requests_and_the_seeds_still_go(make_project, monkeypatch):
     from console.models import Job
-    from console.steering import crawl_start
+    from console.runs.steering import crawl_start
 
     monkeypatch.setenv(PARTNER_URL_ENV, "http://127.0.0.1:9")
     project = make_project(name="started", spider="req-partner", allow_private=True)

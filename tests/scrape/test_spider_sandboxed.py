@@ -9,7 +9,7 @@ from django.test import override_settings
 
 import scrape.spiders
 from console.models import Job
-from console.steering import crawl_start
+from console.runs.steering import crawl_start
 from crawl.models import Page
 from scrape.models import SpiderVersion
 from scrape.spider_code import SpiderCodeError

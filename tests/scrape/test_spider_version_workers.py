@@ -4,7 +4,7 @@ with version 2 from their next batch after the deploy, with no restart; items an
 import pytest
 
 from console.models import Job
-from console.steering import crawl_start
+from console.runs.steering import crawl_start
 from crawl.models import Page, Project
 from scrape.models import Item
 from scrape.spider_versions import spider_version_deploy

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from console.jobs import job_begin
 from console.models import Job
+from console.runs.jobs import job_begin
 from crawl.models import Page, Project
 from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add

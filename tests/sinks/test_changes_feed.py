@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from console.control import pages_recrawl
+from console.runs.control import pages_recrawl
 from core.canonical import url_key
 from crawl.models import Page, PageVersion
 from crawl.services.fetch_stage import pages_fetch

@@ -250,9 +250,9 @@ def test_a_refusing_sink_shows_its_masked_error_and_since_when_and_its_monitor_a
 
     from django.core.management import call_command
 
-    from console.health import project_health
-    from console.health_models import Alert, Monitor
-    from console.monitors import monitor_run, monitors_ensure
+    from console.health.counters import project_health
+    from console.health.models import Alert, Monitor
+    from console.health.monitors import monitor_run, monitors_ensure
 
     project = Project.objects.create(name="watched", slug="watched", allow_private=True)
     monitors_ensure([project.id])

@@ -4,8 +4,8 @@ times), and what became of a job it stopped waiting for."""
 from django.db.models import Count
 from rich.table import Table
 
-from console.jobs import job_counts, job_span
 from console.models import Job
+from console.runs.jobs import job_counts, job_span
 from console.selectors import project_progress, retrying_text
 from crawl.models import Page, Project
 from sinks.delivery import project_sink_counts

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from console.management.commands._progress import tracked
 from console.management.commands._project import project_arg
 from console.models import Job
-from console.steering import seeds_add_as_job
+from console.runs.steering import seeds_add_as_job
 from crawl.models import Project, Seed
 from crawl.services.projects import seed_problem
 

@@ -1,5 +1,5 @@
 """python manage.py crawl URL [URL ...]: crawl as a job until the project owes no more work, then
-print the job's summary (its own counts, not earlier runs'). The run is console/job_runs.py's, the
+print the job's summary (its own counts, not earlier runs'). The run is console/runs/job_runs.py's, the
 same as the Python API's crawlhub.run(): Ctrl-C and SIGTERM stop its embedded worker and pause the
 job, and the next crawl resumes it.
 
@@ -17,7 +17,6 @@ from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.live import Live
 
-from console.job_runs import OUTAGES, POLL_SECONDS, Run, crawl_run, through_outages
 from console.management.commands._crawl_summary import (
     crawl_summary,
     finished_summary,
@@ -26,6 +25,7 @@ from console.management.commands._crawl_summary import (
     unfinished_text,
 )
 from console.models import Job
+from console.runs.job_runs import OUTAGES, POLL_SECONDS, Run, crawl_run, through_outages
 from console.selectors import retrying_text
 from crawl.models import Page, Project
 from crawl.services.projects import project_get_or_create, project_name_for, project_named_alike

@@ -7,7 +7,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from console.exports import (
+from console.exports.rows import (
     FIELDS,
     TAR_MODES,
     ExportFilter,
@@ -20,9 +20,9 @@ from console.exports import (
     write_jsonl,
     write_tar,
 )
+from console.exports.warc import stored_count, write_warc
 from console.management.commands._progress import progress, tracked
 from console.management.commands._project import project_arg
-from console.warc import stored_count, write_warc
 
 TEXT_FORMATS = ("jsonl", "csv")
 

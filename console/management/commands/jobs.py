@@ -4,9 +4,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from console import jobs, steering
 from console.management.commands._project import project_arg
 from console.models import Job
+from console.runs import jobs, steering
 
 
 class Command(BaseCommand):

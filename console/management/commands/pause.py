@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand
 
-from console import jobs, steering
 from console.management.commands._project import project_arg
+from console.runs import jobs, steering
 from crawl.models import Page
 
 

@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand
 
-from console import jobs
 from console.management.commands._project import project_arg
 from console.models import Job
+from console.runs import jobs
 from crawl.frontier.recrawl import pages_dispatch
 
 

@@ -5,10 +5,10 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from console import jobs
 from console.management.commands._progress import progress
 from console.management.commands._project import project_arg
 from console.models import Job
+from console.runs import jobs
 from crawl.frontier.reaper import reap
 from crawl.models import Page, Project
 from crawlproject.processes import EmbeddedWorker

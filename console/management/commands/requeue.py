@@ -5,8 +5,8 @@ import re
 
 from django.core.management.base import BaseCommand, CommandError
 
-from console.control import pages_requeue, pages_retry
 from console.management.commands._project import project_arg
+from console.runs.control import pages_requeue, pages_retry
 from crawl.models import Page, Project
 
 

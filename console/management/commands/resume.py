@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand
 
-from console import jobs, steering
 from console.management.commands._project import project_arg
 from console.models import Job
+from console.runs import jobs, steering
 
 
 class Command(BaseCommand):

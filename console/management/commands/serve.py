@@ -25,7 +25,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from console.workers import workers_alive
+from console.runs.workers import workers_alive
 from core.net.guard import refuse_services
 from crawl.apps import own_services
 from crawlproject.envsafety import private_file

@@ -7,9 +7,9 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from console.health.sink_status import sink_status
 from console.management.commands._project import project_arg
 from console.masking import masked_config
-from console.sink_status import sink_status
 from sinks.delivery import sink_retry
 from sinks.models import Sink
 

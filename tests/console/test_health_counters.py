@@ -7,9 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from console.health import counters_add, health_figures, project_health
-from console.health_models import Alert, Monitor
-from console.monitors import monitor_run, monitors_ensure, thresholds_problem
+from console.health.counters import counters_add, health_figures, project_health
+from console.health.models import Alert, Monitor
+from console.health.monitors import monitor_run, monitors_ensure
+from console.health.validators import thresholds_problem
 from crawl.models import Project
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +25,7 @@ def project(make_project):
 
 
 def count(project, at, counts: dict, monkeypatch) -> None:
-    monkeypatch.setattr("console.health.timezone.now", lambda: at)
+    monkeypatch.setattr("console.health.counters.timezone.now", lambda: at)
     counters_add(None, project_id=project.id, counts=Counter(counts))
     monkeypatch.undo()
 
@@ -128,8 +129,8 @@ def test_the_api_lists_open_alerts(project, api, monkeypatch):
 
 
 def test_a_condition_back_within_the_cooldown_is_not_announced_until_it_ends(project):
+    from console.health.notify import alerts_announce
     from console.models import Job
-    from console.notify import alerts_announce
 
     def ended(state: str, at):
         Job.objects.create(project=project, trigger="admin", state=state, finished_at=at)
@@ -197,9 +198,9 @@ def test_metrics_carry_the_health_figures(project, admin_client, monkeypatch):
 def test_a_refused_notification_keeps_none_of_its_targets_secrets_in_the_alert_or_the_log(project, caplog):
     """Issue 47, point 2: Apprise's privacy URL keeps custom headers (+), payload extras (:) and form
     fields (-); the alert's error and the worker log keep none of them, nor the password or path."""
-    from console.health_models import NotificationTarget
+    from console.health.models import NotificationTarget
+    from console.health.notify import alerts_announce
     from console.models import Job
-    from console.notify import alerts_announce
     from tests.servers import Site, SiteServer
 
     secrets = ("pw-s3cret", "path-s3cret", "hdr-s3cret", "extra-s3cret", "form-s3cret")

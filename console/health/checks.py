@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 from django.db import models
 from django.db.models import Sum
 
-from console.health import bucket_of, counters_by_bucket, counters_since
-from console.health_models import HealthCounter, Monitor
+from console.health.counters import bucket_of, counters_by_bucket, counters_since
+from console.health.models import HealthCounter, Monitor
+from console.health.sink_status import sink_error_masked
 from console.models import Job
+from console.runs.workers import queues_consumed
 from console.selectors import stage_backlog
-from console.sink_status import sink_error_masked
-from console.workers import queues_consumed
 from crawl.frontier.stages import PAGE_PENDING_STATES
 from crawl.models import Host, Page, Project
 from crawlproject.queues import FETCH, RENDER, STAGES
@@ -182,7 +182,7 @@ def job_failed(project: Project, t: dict, now: datetime, open_alerts: dict) -> d
         return {}
     if last.state == Job.State.SUCCEEDED:
         return {"jobs": None}
-    from console.jobreads import job_failures
+    from console.runs.jobreads import job_failures
 
     failures = job_failures(last, limit=1)
     url = failures[0]["url"] if failures else ""

@@ -1,6 +1,6 @@
 """Steering a crawl: start, pause, resume and cancel, done one way whichever door asks (the crawl
 command and crawlhub.run(), the pause and resume commands, the admin, the dashboard's buttons, the
-REST API). Each acts as a job of the project (console/jobs.py keeps the books). Messages are
+REST API). Each acts as a job of the project (console/runs/jobs.py keeps the books). Messages are
 published after the writes commit; a publish lost anyway is redone by the reaper (the rows say what
 is owed)."""
 
@@ -10,9 +10,9 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from console.control import pages_recrawl, project_activate
-from console.jobs import job_begin, job_current, job_end, job_run, job_unpause
 from console.models import Job
+from console.runs.control import pages_recrawl, project_activate
+from console.runs.jobs import job_begin, job_current, job_end, job_run, job_unpause
 from console.selectors import project_work_owed
 from core.canonical import InvalidURL, canonicalize, url_key
 from crawl.frontier.assets import assets_publish_owed

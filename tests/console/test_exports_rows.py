@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from console.exports import ExportFilter, export_response, export_rows, write_csv
+from console.exports.rows import ExportFilter, export_response, export_rows, write_csv
 from console.models import Job
 from crawl.models import MediaAsset, Page, PageAsset, PageContent, Project
 from crawl.services.projects import project_get_or_create

@@ -1,5 +1,5 @@
 """Jobs: every run of a project is one, begun by the admin, the API, a command or a schedule tick
-(start, pause, resume and cancel are console/steering.py; the other runs, recrawl, re-extract and
+(start, pause, resume and cancel are console/runs/steering.py; the other runs, recrawl, re-extract and
 retry, are here).
 
 A project runs at most one job at a time (Project.job_id). Its pages and assets are stamped with
@@ -12,9 +12,10 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from console import control
-from console.job_notices import job_end_announce_later
-from console.jobreads import (  # noqa: F401 - the reads of a job, used through this module too
+from console.models import Job
+from console.runs import control
+from console.runs.job_notices import job_end_announce_later
+from console.runs.jobreads import (  # noqa: F401 - the reads of a job, used through this module too
     job_claimed_any,
     job_counts,
     job_failures,
@@ -22,7 +23,6 @@ from console.jobreads import (  # noqa: F401 - the reads of a job, used through 
     job_observed,
     job_span,
 )
-from console.models import Job
 from console.selectors import project_work_owed
 from crawl.frontier.recrawl import pages_dispatch
 from crawl.frontier.stages import job_scope
@@ -143,7 +143,7 @@ def crawl_retry_failed(*, project: Project, trigger: str, user=None, error_code:
 
 def job_end(*, job: Job, state: str, message: str, finished_at=None) -> None:
     """Write the job's end: its state, message and kept counts; the project runs no job after it.
-    Its end is announced after the commit (console/job_notices.py)."""
+    Its end is announced after the commit (console/runs/job_notices.py)."""
     job.finished_at = finished_at or timezone.now()
     job.stats = job_counts(job)
     job.state, job.message = state, message

@@ -18,11 +18,11 @@ from celery import current_app
 from django import db
 from django.conf import settings
 
-from console.jobs import job_current, job_finish
 from console.models import Job
+from console.runs.jobs import job_current, job_finish
+from console.runs.steering import ProjectFinished, crawl_start, job_pause
+from console.runs.workers import control_warnings, stage_warnings
 from console.selectors import project_progress, project_work_owed, stage_backlog
-from console.steering import ProjectFinished, crawl_start, job_pause
-from console.workers import control_warnings, stage_warnings
 from crawl.frontier.reaper import reap
 from crawl.models import Project
 from crawl.services.projects import seed_problem
@@ -33,7 +33,7 @@ from sinks.delivery import sinks_owed
 
 @dataclass
 class Run:
-    """How run() ended: the job (its state and counts: `job.state`, console.jobs.job_counts(job)),
+    """How run() ended: the job (its state and counts: `job.state`, console.runs.jobs.job_counts(job)),
     whether the project's work was all done, and whether a signal (Ctrl-C, SIGTERM) stopped it.
     `finished`: the project had nothing left to crawl, so no job was made (as Start answers); `job`
     is then the project's last one (None if it has none)."""
@@ -110,7 +110,7 @@ def crawl_run(
 
 
 def job_start(project: Project, *, seeds: dict[str, list[str]], recrawl: bool, notice: Callable[[str], None]) -> Job:
-    """Start the project as every door does (console.steering.crawl_start), with the seeds given
+    """Start the project as every door does (console.runs.steering.crawl_start), with the seeds given
     (refused ones become failed rows saying why), and say whether the job is new, the running one
     joined or the paused one resumed. A finished project is refused as Start refuses it
     (ProjectFinished: no empty job hides its last run), unless `recrawl`."""

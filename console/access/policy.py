@@ -1,7 +1,7 @@
 """Who may see and do what with which project: the one place the API, the admin, the dashboard and
 the feeds ask.
 
-A user's role (console/roles.py: viewer, operator, admin) says what they may do; the project's owners
+A user's role (console/access/roles.py: viewer, operator, admin) says what they may do; the project's owners
 (ProjectAccess: users and groups) say which projects they may do it to. Superusers and holders of
 console.view_all_projects see every project.
 """
@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
 
+from console.access.roles import ADMIN, OPERATOR, VIEWER
 from console.models import ProjectAccess
-from console.roles import ADMIN, OPERATOR, VIEWER
 from crawl.models import Project
 from crawl.services.credentials import holds_secrets
 

@@ -1,4 +1,4 @@
-"""Export a project's rows as JSON lines or CSV and its assets as tar, streamed (WARC: console/warc.py)."""
+"""Export a project's rows as JSON lines or CSV and its assets as tar, streamed (WARC: console/exports/warc.py)."""
 
 import csv
 import io

@@ -1,7 +1,7 @@
-"""Monitors: every project has each built-in kind (console/checks.py), with default thresholds an
+"""Monitors: every project has each built-in kind (console/health/checks.py), with default thresholds an
 operator overrides per project (admin, API). `monitors_tick` (beat, on the control queue) runs
 the checks and keeps one Alert row per firing: opened when a condition holds, resolved when it
-recovers, each announced once (console/notify.py). A condition that comes back within its
+recovers, each announced once (console/health/notify.py). A condition that comes back within its
 monitor's cooldown after recovering opens a new alert that is announced only if it still holds
 when the cooldown ends."""
 
@@ -11,59 +11,26 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from console import rules
-from console.checks import CHECKS as BUILT_IN_CHECKS
-from console.checks import Finding
-from console.health import counters_prune
-from console.health_models import Alert, Monitor
+from console.health import rules
+from console.health.checks import CHECKS as BUILT_IN_CHECKS
+from console.health.checks import Finding
+from console.health.counters import counters_prune
+from console.health.models import Alert, Monitor
+from console.health.notify import alerts_announce, held_send
+from console.health.validators import DEFAULTS, RULES
 from crawl.models import Project
 
 log = logging.getLogger("crawlhub.monitors")
 
-DEFAULTS: dict[str, dict] = {
-    Monitor.Kind.SITE_DOWN: {"minutes": 3, "min_failures": 3},
-    Monitor.Kind.TEMPLATE_CHANGED: {"min_pages": 10, "drop_ratio": 0.5, "recover_ratio": 0.8, "baseline_hours": 24},
-    Monitor.Kind.JOB_FAILED: {},
-    Monitor.Kind.JOB_STALLED: {"minutes": 30},
-    Monitor.Kind.NO_WORKER: {},
-    Monitor.Kind.HOST_BACKOFF: {"minutes": 15},
-    Monitor.Kind.ZERO_THROUGHPUT: {"minutes": 15},
-    Monitor.Kind.SINK_FAILING: {"minutes": 10},
-}
 # Built-in kinds announced at once, even in a target's quiet hours; the others wait until they end.
 URGENT = {Monitor.Kind.SITE_DOWN, Monitor.Kind.TEMPLATE_CHANGED, Monitor.Kind.JOB_FAILED, Monitor.Kind.NO_WORKER}
-# Every kind's check: the built-in ones (console/checks.py) and the rules of the user's own (console/rules.py).
+# Every kind's check: the built-in ones (checks.py) and the rules of the user's own (rules.py).
 CHECKS = {**BUILT_IN_CHECKS, **rules.CHECKS}
-
-
-def thresholds_problem(kind: str, thresholds) -> str | None:
-    """Why `thresholds` cannot be a monitor of `kind`'s overrides, or None."""
-    if kind not in DEFAULTS:
-        return f"not a monitor kind: {kind!r} (one of {', '.join(DEFAULTS)})"
-    if not isinstance(thresholds, dict):
-        return "must be a JSON object of threshold names and numbers"
-    known = DEFAULTS[kind]
-    for name, value in thresholds.items():
-        if name not in known:
-            return f"{kind} has no threshold {name!r}" + (
-                f" (it has {', '.join(known)})" if known else " (it has none)"
-            )
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            return f"{name} must be a number of at least 0, not {value!r}"
-    return None
-
-
-def monitor_problems(monitor: Monitor) -> dict[str, str]:
-    """What is wrong with a monitor's settings, by field (empty: nothing)."""
-    if monitor.kind in rules.RULES:
-        return rules.rule_problems(monitor)
-    problem = thresholds_problem(monitor.kind, monitor.thresholds)
-    return {"thresholds": problem} if problem else {}
 
 
 def monitor_thresholds(monitor: Monitor) -> dict:
     """The kind's defaults with the monitor's overrides (a rule's own: its watch, threshold, minutes)."""
-    if monitor.kind in rules.RULES:
+    if monitor.kind in RULES:
         return rules.rule_thresholds(monitor)
     return DEFAULTS[monitor.kind] | (monitor.thresholds if isinstance(monitor.thresholds, dict) else {})
 
@@ -85,9 +52,6 @@ def monitors_tick(now: datetime | None = None) -> dict[str, int]:
         for monitor in Monitor.objects.filter(project=project, enabled=True):
             o, r = monitor_run(monitor, project, now)
             opened, resolved = opened + o, resolved + r
-    from console.notify import alerts_announce
-    from console.quiet import held_send
-
     sent = alerts_announce(now=now) + held_send(now=now)
     return {"opened": opened, "resolved": resolved, "sent": sent, "pruned": counters_prune(now=now)}
 

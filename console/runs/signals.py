@@ -27,8 +27,8 @@ LIVENESS_BEATS = 3  # heartbeats a worker may miss before the leases it holds go
 def recrawl_tick_job(sender, project_id: int, **kwargs) -> int:
     """A tick with due pages is a job (a scheduled recrawl), unless the project already runs one,
     which the pages then join. Returns the job's id: the tick's messages carry it."""
-    from console.jobs import job_begin
     from console.models import Job
+    from console.runs.jobs import job_begin
     from crawl.models import Project
 
     project = Project.objects.get(id=project_id)
@@ -40,8 +40,8 @@ def recrawl_tick_job(sender, project_id: int, **kwargs) -> int:
 def spider_version_logged(sender, project, version, **kwargs) -> None:
     """A version activated while the project runs a job is written in that job's log: the job
     records the version it started with, its items the version that made each of them."""
-    from console.jobs import job_current
     from console.models import JobLogEntry
+    from console.runs.jobs import job_current
 
     job = job_current(project)
     if job is not None and job.spider_version_id != version.id:

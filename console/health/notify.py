@@ -16,9 +16,9 @@ from django.core.mail import mail_admins
 from django.db.models import Q
 from django.utils import timezone
 
-from console.health_models import Alert, NotificationTarget
+from console.health.models import Alert, HeldNotice, NotificationTarget
+from console.health.quiet import notice_hold, quiet_end
 from console.masking import MASK, masked_webhook_url
-from console.quiet import notice_hold, quiet_end
 from crawl.models import Project
 
 log = logging.getLogger("crawlhub.notify")
@@ -38,7 +38,7 @@ def target_rows(project: Project | None) -> list[NotificationTarget]:
 
 def deliver(*, project: Project | None, title: str, body: str, kind: str, urgent: bool, now=None) -> list[str]:
     """Tell the project's targets now, except the targets in their quiet hours when the message is
-    not urgent: those are held until the hours end (console/quiet.py). Returns the problems."""
+    not urgent: those are held until the hours end (console/health/quiet.py). Returns the problems."""
     now, urls = now or timezone.now(), []
     for row in target_rows(project):
         until = None if urgent else quiet_end(row, now)
@@ -81,17 +81,6 @@ def send(*, urls: list[str], title: str, body: str, kind: str = "info", email: b
     for problem in problems:
         log.warning("notification not sent: %s", problem)
     return problems
-
-
-def url_problem(url: str) -> str | None:
-    """Why `url` cannot be a notification target, or None."""
-    if apprise.Apprise.instantiate(url.strip()) is not None:
-        return None
-    scheme = url.split("://", 1)[0] if "://" in url else "no scheme"
-    return (
-        f"not an Apprise URL this server can use ({scheme}://...): for example slack://T000/B000/XXXX, "
-        "mailtos://user:password@smtp.example.com?to=team@example.com or json://host/path"
-    )
 
 
 def shown_url(url: str) -> str:
@@ -155,3 +144,13 @@ def notification_test(*, project: Project | None, urls: list[str] | None = None,
     link = f"\n\n{console_url(project)}" if project else ""
     urls = targets_of(project) if urls is None else urls
     return send(urls=urls, title="[crawlhub] test notification", body=body + link, email=email)
+
+
+def held_send(*, now: datetime | None = None) -> int:
+    """Send the held messages whose quiet hours are over, each once: a row is claimed by deleting it."""
+    now, sent = now or timezone.now(), 0
+    for notice in HeldNotice.objects.filter(send_after__lte=now).select_related("target"):
+        if HeldNotice.objects.filter(id=notice.id).delete()[0]:
+            send(urls=[notice.target.url], title=notice.title, body=notice.body, kind=notice.kind, email=False)
+            sent += 1
+    return sent

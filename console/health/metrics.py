@@ -8,8 +8,8 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
-from console.health import bucket_of, projects_health
-from console.health_models import Alert, HealthCounter
+from console.health.counters import bucket_of, projects_health
+from console.health.models import Alert, HealthCounter
 
 HEALTH_STATES = {"ok": 0, "warning": 1, "failing": 2}
 

@@ -1,5 +1,5 @@
 """The console's writes on the frontier: activate a project, retry failed work, requeue, recrawl,
-block hosts (start, pause, resume and cancel are console/steering.py).
+block hosts (start, pause, resume and cancel are console/runs/steering.py).
 
 One set of writes shared by the admin actions, the REST API and the management commands, so the
 three always do the same thing. Every function publishes only after its writes commit; a publish

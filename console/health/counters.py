@@ -10,7 +10,7 @@ from django.db.models import Q, Sum
 from django.dispatch import receiver
 from django.utils import timezone
 
-from console.health_models import Alert, HealthCounter, Monitor
+from console.health.models import Alert, HealthCounter, Monitor
 from core.batchsql import upsert_add
 from crawl.health import health_counted
 
@@ -150,9 +150,9 @@ CHART_STEPS = 48
 
 
 def health_chart(project_id: int, *, hours: float = 24.0, now: datetime | None = None) -> str:
-    """The project's health chart (console/health_chart.py) over the last `hours`, starting at its
+    """The project's health chart (console/health/chart.py) over the last `hours`, starting at its
     first counter when that is later (a young project fills the picture)."""
-    from console.health_chart import Band, chart_svg
+    from console.health.chart import Band, chart_svg
 
     now = now or timezone.now()
     since = now - timedelta(hours=hours)

@@ -1,4 +1,4 @@
-"""Which workers are alive and which queues they consume (from their heartbeats, console/signals.py),
+"""Which workers are alive and which queues they consume (from their heartbeats, console/runs/signals.py),
 and plain warnings about who will do the work: a stage that owes work no live worker consumes,
 the control queue nobody consumes (jobs never end, leases never come back), and no scheduler
 (celery beat) while work is owed or a job is open. The overview, the dashboard, the API's
@@ -82,7 +82,7 @@ SCHEDULER_STALE_SECONDS = 60
 
 def scheduler_warnings(owed: int, *, job_open: bool = False) -> list[str]:
     """A warning when work is owed or a job is open, and beat's own tick has not written its
-    heartbeat (console/beat.py) for a minute: postponed and retried pages, recrawl ticks and the end
+    heartbeat (console/runs/beat.py) for a minute: postponed and retried pages, recrawl ticks and the end
     of jobs all wait for it."""
     if not owed and not job_open:
         return []

@@ -1,25 +1,17 @@
 """Monitors of the user's own: a rule over the health figures a project already keeps (the rolling
 counters, its jobs and items), with a threshold and a window. They run in the monitors' tick like
-the built-in ones (console/monitors.py) and share their alerts, cooldown and recovery. A new rule
-kind is one entry in RULES: its check, and what its `watch`, threshold and window mean."""
+the built-in ones (console/health/monitors.py) and share their alerts, cooldown and recovery. A new
+rule kind is one entry in CHECKS here, and one in RULES of console/health/validators.py: what its
+`watch`, threshold and window mean."""
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from console.checks import Finding
-from console.health import bucket_of, counters_since
-from console.health_models import Monitor
+from console.health.checks import Finding
+from console.health.counters import bucket_of, counters_since
+from console.health.models import Monitor
 from console.models import Job
 from crawl.models import Project
 from scrape.models import Item, RuleSet
-
-
-@dataclass(frozen=True)
-class Rule:
-    check: object  # (project, thresholds, now, open alerts) -> {subject: Finding | None}
-    watch: str  # what `watch` names ("" when the kind watches nothing)
-    unit: str  # what the threshold counts
-    windowed: bool = True
 
 
 def _span(project: Project, since: datetime, now: datetime, scope: str) -> tuple[dict, float]:
@@ -95,13 +87,13 @@ def pages_per_minute(project: Project, t: dict, now: datetime, open_alerts: dict
     return {"pages": Finding(message, {"job": job.id, "pages": pages, "per_minute": round(rate, 2)})}
 
 
-RULES: dict[str, Rule] = {
-    Monitor.Kind.ITEMS_PER_RUN: Rule(items_per_run, "a rule set's name", "items per run", windowed=False),
-    Monitor.Kind.FILL_RATE: Rule(fill_rate, "rule set.field", "percent of the items"),
-    Monitor.Kind.ERRORS_PER_HOUR: Rule(errors_per_hour, "an error code (e.g. http_503)", "errors per hour"),
-    Monitor.Kind.PAGES_PER_MINUTE: Rule(pages_per_minute, "", "pages per minute"),
+# Each rule kind's check; what its watch, threshold and window mean is in console/health/validators.py.
+CHECKS = {
+    Monitor.Kind.ITEMS_PER_RUN: items_per_run,
+    Monitor.Kind.FILL_RATE: fill_rate,
+    Monitor.Kind.ERRORS_PER_HOUR: errors_per_hour,
+    Monitor.Kind.PAGES_PER_MINUTE: pages_per_minute,
 }
-CHECKS = {kind: rule.check for kind, rule in RULES.items()}
 
 
 def rule_kind(project: Project, name: str) -> str:
@@ -112,39 +104,3 @@ def rule_kind(project: Project, name: str) -> str:
 
 def rule_thresholds(monitor: Monitor) -> dict:
     return {"watch": monitor.watch, "threshold": monitor.threshold or 0.0, "minutes": monitor.window_minutes or 60}
-
-
-def rule_problems(monitor: Monitor) -> dict[str, str]:
-    """What keeps a rule of the user's own from running, by field (empty: nothing)."""
-    rule, problems = RULES[monitor.kind], {}
-    if not monitor.name.strip():
-        problems["name"] = "a rule of your own needs a name"
-    if monitor.threshold is None or monitor.threshold < 0:
-        problems["threshold"] = f"{rule.unit}: a number of at least 0"
-    if rule.windowed and not monitor.window_minutes:
-        problems["window_minutes"] = "the minutes it looks back: at least 1"
-    if rule.watch and not monitor.watch.strip():
-        problems["watch"] = f"what it watches: {rule.watch}"
-    elif monitor.kind == Monitor.Kind.FILL_RATE and monitor.project_id and (problem := _field_problem(monitor)):
-        problems["watch"] = problem
-    return problems
-
-
-def _field_problem(monitor: Monitor) -> str | None:
-    """A fill rate needs a field its rule set watches (its required ones, or all when none is)."""
-    name, _, field = monitor.watch.rpartition(".")
-    rules = RuleSet.objects.filter(project_id=monitor.project_id, name=name).first()
-    if not name or rules is None:
-        return f"rule set.field, of a rule set of this project: no rule set named {name!r}"
-    watched = _watched(rules.spec if isinstance(rules.spec, dict) else {})
-    if field not in watched:
-        return (
-            f"rule set {name} watches only {', '.join(watched) or 'no field'} (a rule set with required fields "
-            f"watches only those): make '{field}' required, or watch one of them"
-        )
-    return None
-
-
-def _watched(spec: dict) -> list[str]:
-    required = list(spec.get("required") or [])
-    return required or list((spec.get("fields") or {}).keys())

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from console.health.notify import deliver, duration_text
 from console.models import Job
-from console.notify import deliver, duration_text
 from crawl.models import Project
 from crawlproject.control_tasks import JOB_ENDED
 from sinks.delivery import sinks_offer

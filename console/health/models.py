@@ -1,7 +1,10 @@
 """Health counters, monitors, their alerts and where alerts are sent (imported by console.models)."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+
+from console.health.validators import monitor_problems, quiet_problems, url_problem
 
 
 class HealthCounter(models.Model):
@@ -39,9 +42,9 @@ BUILT_IN_KINDS = (
 
 
 class Monitor(models.Model):
-    """A check of a project. Built in: every project has each such kind (console/monitors.py makes
+    """A check of a project. Built in: every project has each such kind (console/health/monitors.py makes
     the rows), with its thresholds: the defaults, with what `thresholds` overrides. A rule of the
-    user's own (console/rules.py) has a name, what it watches, a threshold and a window."""
+    user's own (console/health/rules.py) has a name, what it watches, a threshold and a window."""
 
     class Kind(models.TextChoices):
         SITE_DOWN = "site_down", "site down"
@@ -110,10 +113,6 @@ class Monitor(models.Model):
         return self.name or self.get_kind_display()
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from console.monitors import monitor_problems
-
         if problems := monitor_problems(self):
             raise ValidationError(problems)
 
@@ -179,11 +178,6 @@ class NotificationTarget(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from console.notify import url_problem
-        from console.quiet import quiet_problems
-
         problems = quiet_problems(self.quiet_from, self.quiet_until, self.quiet_timezone)
         if problem := url_problem(self.url):
             problems["url"] = problem
@@ -193,7 +187,7 @@ class NotificationTarget(models.Model):
 
 class HeldNotice(models.Model):
     """A non-urgent message held for a target in its quiet hours, sent when they end
-    (console/quiet.py). Deleted once sent."""
+    (console/health/quiet.py). Deleted once sent."""
 
     target = models.ForeignKey(NotificationTarget, on_delete=models.CASCADE, related_name="held")
     title = models.CharField(max_length=300)

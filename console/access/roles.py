@@ -5,7 +5,7 @@
   seeds, uses Try a URL on public addresses, tunes the monitors' thresholds and makes rules of their own;
 - admin: every permission of the crawler's apps, network settings included.
 
-Which projects a member sees is the projects' owners' business (console/access.py); seeing every
+Which projects a member sees is the projects' owners' business (console/access/policy.py); seeing every
 project is console.view_all_projects, given on purpose (superusers have it). A role's permissions
 are set, not added to: a custom set belongs in a group of its own.
 """
