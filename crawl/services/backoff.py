@@ -13,8 +13,9 @@ import random
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef, Q
 
-from crawl.models import Host
+from crawl.models import Host, Page
 
 THROTTLE_START_SECONDS, THROTTLE_MAX_SECONDS = 1.0, 60.0
 THROTTLE_JITTER = 0.25  # a hold lasts its delay times 1 to 1 + this, so held hosts do not all come back at once
@@ -90,3 +91,16 @@ def host_slowness(row: Host, now: datetime) -> dict | None:
         why += f"; held until {held:%H:%M:%S} UTC"
     until = max(t for t in (held, back_at if extra else None) if t is not None)
     return {"why": why, "until": until, "delay": extra}
+
+
+def hosts_slowed(*, project_id: int, now: datetime, limit: int = 20) -> list[dict]:
+    """The project's hosts that something slows beyond their configured delay (the dashboard's
+    line per host): {"host", "why", "until" (ISO, or None), "delay"}."""
+    slowed = Q(throttle_delay__gt=0) | Q(backoff_until__gt=now) | Q(down_since__isnull=False) | Q(blocked=True)
+    mine = Exists(Page.objects.filter(project_id=project_id, host=OuterRef("host")))
+    rows = []
+    for row in Host.objects.filter(slowed).filter(mine).order_by("host")[:limit]:
+        if (slow := host_slowness(row, now)) is not None:
+            until = slow["until"].isoformat() if slow["until"] else None
+            rows.append({"host": row.host, "why": slow["why"], "until": until, "delay": slow["delay"]})
+    return rows
