@@ -39,6 +39,7 @@ from console.selectors import (
 )
 from crawl.frontier.stages import ASSET_PENDING_STATES, FETCH, PAGE_PENDING_STATES
 from crawl.models import MediaAsset, Page, Project
+from crawl.services.backoff import hosts_slowed
 
 WINDOWS = {"5m": 5, "1h": 60, "1d": 24 * 60}  # minutes, as pyspider shows them
 CHART_MINUTES = 60
@@ -231,6 +232,7 @@ def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:
         "assets": {state: progress["assets"].get(state, 0) for state in MediaAsset.State.values},
         "pending": progress["pending"],
         "retrying": [_retrying_json(row) for row in progress["retrying"]],
+        "slow_hosts": hosts_slowed(project_id=project.id, now=now),
         "rates": fetch_rates(project, now),
         "backlog": backlog,
         "queues": broker_queue_lengths(),

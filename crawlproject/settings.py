@@ -328,6 +328,14 @@ CRAWL_RETRY_BASE_SECONDS = env.float("CRAWL_RETRY_BASE_SECONDS", default=30.0)
 # up to the maximum.
 CRAWL_RETRY_LONG_SECONDS = env.float("CRAWL_RETRY_LONG_SECONDS", default=300.0)
 CRAWL_RETRY_MAX_SECONDS = env.float("CRAWL_RETRY_MAX_SECONDS", default=6 * 3600.0)
+# A host that answers 429/503 without Retry-After is slowed down (crawl/services/backoff.py): such
+# answers within the window of the first count as one incident (one doubling of its extra delay),
+# and after the quiet period without one its delay is back at the configured floor.
+CRAWL_THROTTLE_WINDOW_SECONDS = env.float("CRAWL_THROTTLE_WINDOW_SECONDS", default=30.0)
+CRAWL_THROTTLE_FORGIVE_SECONDS = env.float("CRAWL_THROTTLE_FORGIVE_SECONDS", default=300.0)
+# A host that stopped answering is held back, and probed this often with one request; the moment it
+# answers, the pages waiting for it are due again.
+CRAWL_HOST_PROBE_SECONDS = env.float("CRAWL_HOST_PROBE_SECONDS", default=10.0)
 CRAWL_MAX_BODY_BYTES = env.int("CRAWL_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 CRAWL_MAX_MEDIA_BYTES = env.int("CRAWL_MAX_MEDIA_BYTES", default=200 * 1024 * 1024)
 CRAWL_MEDIA_TOTAL_TIMEOUT = env.float("CRAWL_MEDIA_TOTAL_TIMEOUT", default=600.0)

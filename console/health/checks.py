@@ -57,9 +57,18 @@ def site_down(project: Project, t: dict, now: datetime, open_alerts: dict) -> di
                 f"{minutes_text(t['minutes'])} ({', '.join(f'{k} x{v}' for k, v in sorted(codes.items()))})",
                 {"host": host, "failed": failed, "errors_by_code": codes, "failing_url": url},
             )
-        elif ok and _newest_ok(project.id, host, now, t):
+        elif ok and (_newest_ok(project.id, host, now, t) or _answered_again(host, open_alerts.get(f"host {host}"))):
             out[f"host {host}"] = None
     return out
+
+
+def _answered_again(host: str, alert) -> bool:
+    """The open alert's host was down and has answered since it opened, and has not failed since:
+    back at once, though the counters' bucket of its return still holds the failures before it."""
+    if alert is None:
+        return False
+    back = Host.objects.filter(host=host, failures=0, down_since__isnull=True, recovered_at__gte=alert.since)
+    return back.exists()
 
 
 def _newest_ok(project_id: int, host: str, now: datetime, t: dict) -> bool:
@@ -238,10 +247,11 @@ def host_backoff(project: Project, t: dict, now: datetime, open_alerts: dict) ->
     for host in Host.objects.filter(host__in=hosts):
         held = host.backoff_until and host.backoff_until > now + timedelta(minutes=float(t["minutes"]))
         if host.blocked or held:
+            reason = f" after {host.slow_reason}" if host.slow_reason else ""
             why = (
                 f"blocked ({host.blocked_reason or 'by an operator'})"
                 if host.blocked
-                else f"backing off until {host.backoff_until:%H:%M} UTC"
+                else f"backing off until {host.backoff_until:%H:%M} UTC{reason}"
             )
             out[f"host {host.host}"] = Finding(
                 f"{project.name}: {host.host} is {why}",

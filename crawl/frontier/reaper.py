@@ -25,6 +25,7 @@ from . import stages
 from .assets import assets_next_due, pages_waiting_complete
 from .leases import lease_expired, lease_release
 from .pages import pages_next_due
+from .probes import pages_probe_down_hosts
 from .upkeep import tables_upkeep
 
 # Sent by the reaper: receivers answer with {worker name: since} for workers whose heartbeats
@@ -48,6 +49,7 @@ class ReapReport:
     extract_republished: int = 0
     download_republished: int = 0
     pages_completed: int = 0
+    probes: int = 0  # pages made due to probe their down hosts
     temp_files_removed: int = 0
     upkeep: list[str] = field(default_factory=list)
 
@@ -61,6 +63,7 @@ def reap(*, project_id: int | None = None) -> ReapReport:
     for counts in (_expire_fetch_leases(pages), _expire_extract_leases(pages), _expire_asset_leases(assets)):
         report.leases_failed += counts[0]
         report.leases_expired += counts[1]
+    report.probes = pages_probe_down_hosts()
     report.fetch_republished = _republish_fetch(pages)
     report.extract_republished = _republish_extract(pages)
     report.download_republished = _republish_download(assets)

@@ -535,6 +535,22 @@ class Host(models.Model):
     slotted_until = models.DateTimeField(
         null=True, blank=True, help_text="Pages waiting for this host have been given start times up to here."
     )
+    throttle_since = models.DateTimeField(
+        null=True, blank=True, help_text="When its current throttling incident began (one doubling per window)."
+    )
+    throttled_at = models.DateTimeField(
+        null=True, blank=True, help_text="Its last 429/503 without Retry-After: the quiet period counts from here."
+    )
+    down_since = models.DateTimeField(
+        null=True, blank=True, help_text="It stopped answering then: held back and probed until it answers."
+    )
+    probe_at = models.DateTimeField(null=True, blank=True, help_text="A down host's next probe (one request).")
+    recovered_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it last answered again after being down."
+    )
+    slow_reason = models.CharField(
+        max_length=200, blank=True, default="", help_text="What last slowed it down or held it back."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

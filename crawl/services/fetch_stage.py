@@ -477,7 +477,7 @@ def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
     back until then; without, the host's adaptive delay grows (and shrinks again as it answers).
     Hosts none of whose requests got through count a failure in a row; those that answered start
     again from none. Returns {host: held until}."""
-    until, throttled, normal, reachable, failed = {}, set(), set(), set(), set()
+    until, throttled, normal, reachable, failed = {}, {}, set(), set(), set()
     for page, response in zip(pages, responses, strict=True):
         if response.status_code is not None:
             reachable.add(page.host)
@@ -487,12 +487,12 @@ def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
         if seconds:
             until[host] = host_back_off(host=host, seconds=seconds, status=response.status_code)
         elif response.status_code in (429, 503):
-            throttled.add(host)
+            throttled[host] = f"HTTP {response.status_code} without Retry-After"
         elif response.status_code is not None and response.status_code < 400:
             normal.add(host)
-    hosts_answered(reachable=reachable, unthrottled=normal - throttled)
+    hosts_answered(reachable=reachable, unthrottled=normal - throttled.keys())
     hosts_note_failures(robots_unreadable=set(), unreachable=failed - reachable)
-    return until | hosts_throttle(slowed=throttled)
+    return until | hosts_throttle(slowed=set(throttled), reasons=throttled)
 
 
 def _store_contents(verdicts: list, responses: dict[int, FetchResponse], written: set[int]) -> list[int]:

@@ -22,7 +22,19 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from core.batchsql import upsert
+from crawl.frontier.probes import pages_host_back
 from crawl.models import Host, HostLease, Project
+
+from .backoff import (
+    THROTTLE_FIELDS,
+    THROTTLE_START_SECONDS,
+    forgiven_before,
+    is_probing,
+    next_probe,
+    probe_due,
+    throttle_incident,
+    throttle_now,
+)
 
 GRANT_AHEAD_SECONDS = 1.0  # a fetch session books slots this far ahead: its requests wait on the event loop
 SLOT_MARGIN = 0.1  # seconds added to each slot: scheduling jitter must never bring two requests closer than the delay
@@ -85,7 +97,7 @@ def hosts_grant(
     names = sorted({host for host, _ in wanted})
     Host.objects.bulk_create([Host(host=h) for h in names], ignore_conflicts=True)
     rows = {row.host: row for row in Host.objects.select_for_update().filter(host__in=names).order_by("host")}
-    booked = {host: (row.next_allowed_at, row.slotted_until) for host, row in rows.items()}
+    booked = {host: (row.next_allowed_at, row.slotted_until, row.probe_at) for host, row in rows.items()}
     used = _in_flight(names, now)
     grants, leases, planned = {}, [], set()
     for host, project_id in sorted(wanted, key=lambda key: (key[0], wanted[key], random.random())):
@@ -95,8 +107,9 @@ def hosts_grant(
             used[host] = used.get(host, 0) + grant.in_flight
             leases.append(HostLease(host=host, token=token, slots=grant.in_flight, expires_at=_lease_end(now)))
     HostLease.objects.bulk_create(leases)
-    changed = [row for host, row in rows.items() if (row.next_allowed_at, row.slotted_until) != booked[host]]
-    upsert(Host, changed, conflict_fields=("host",), update_fields=("next_allowed_at", "slotted_until"), now=now)
+    changed = [row for h, row in rows.items() if (row.next_allowed_at, row.slotted_until, row.probe_at) != booked[h]]
+    fields = ("next_allowed_at", "slotted_until", "probe_at")
+    upsert(Host, changed, conflict_fields=("host",), update_fields=fields, now=now)
     for project_id in {p for _, p in wanted}:
         if projects[project_id].rate_limit > 0:
             _apply_bucket(projects[project_id], {h: g for (h, p), g in grants.items() if p == project_id})
@@ -153,9 +166,10 @@ def _grant(
 ) -> HostGrant:
     if row.blocked:
         return HostGrant(host=row.host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
-    spacing = _spacing(project, row)
+    spacing = _spacing(project, row, now)
     earliest = now + timedelta(seconds=LEAD_SECONDS if spacing else 0.0)
-    start = max(earliest, row.next_allowed_at, row.backoff_until or now)
+    probe = probe_due(row, now)  # a down host's probe: one request before its hold ends
+    start = max(earliest, row.next_allowed_at, now if probe else row.backoff_until or now)
     if spacing:
         start = _staggered(start, planned)
     wait = (start - earliest).total_seconds()
@@ -168,13 +182,15 @@ def _grant(
         granted = min(wanted, int((ahead - max(0.0, wait - NOW_SECONDS)) // spacing) + 1)
     else:
         granted = wanted
-    if project.obey_robots and row.crawl_delay is None:
-        granted = min(granted, 1)  # learn the Crawl-delay from the first answer before booking more
+    if probe or (project.obey_robots and row.crawl_delay is None):
+        granted = min(granted, 1)  # one probe; or learn the Crawl-delay from the first answer before booking more
     next_free = start + timedelta(seconds=granted * spacing)
     grant = HostGrant(host=row.host, start_at=start, spacing=spacing, granted=granted)
     grant.in_flight = max(1, min(free, granted, project.concurrency))
     if spacing and granted:
         row.next_allowed_at = next_free
+    if probe and granted:  # the others wait for the hold, or for the probe's answer to end it
+        row.probe_at, next_free = next_probe(now), max(next_free, row.backoff_until)
     if granted < wanted:
         grant.later = _queue_behind(row, next_free, wanted - granted, spacing, now)
     return grant
@@ -190,9 +206,9 @@ def _staggered(start: datetime, planned: set[int]) -> datetime:
     return datetime.fromtimestamp(step * STAGGER_SECONDS, tz=start.tzinfo)
 
 
-def _spacing(project: Project, row: Host) -> float:
+def _spacing(project: Project, row: Host, now: datetime) -> float:
     robots_delay = (row.crawl_delay or 0.0) if project.obey_robots else 0.0
-    delay = max(project.min_delay, row.min_delay or 0.0, robots_delay) + row.throttle_delay
+    delay = max(project.min_delay, row.min_delay or 0.0, robots_delay) + throttle_now(row, now)
     return delay + SLOT_MARGIN if delay > 0 else 0.0
 
 
@@ -233,59 +249,85 @@ def hosts_note_failures(*, robots_unreadable: set[str], unreachable: set[str]) -
     HOLD_AFTER_FAILURES rounds in a row is held back too. The hold starts at the retry schedule's
     base (CRAWL_RETRY_BASE_SECONDS) and doubles with each failure in a row, up to an hour, for at
     most HOLD_PATIENCE failures in a row; an answer resets the count (hosts_answered). Its pages
-    wait for the hold instead of being claimed in vain. Returns {host: held until}."""
+    wait for the hold instead of being claimed in vain. A held host is down: one request probes it
+    every CRAWL_HOST_PROBE_SECONDS (a failed probe moves only the next one), until it answers.
+    Returns {host: held until}."""
     held = {}
     for host in sorted(robots_unreadable | unreachable):
         with transaction.atomic():
             row, _ = Host.objects.select_for_update().get_or_create(host=host)
+            now = timezone.now()
+            if is_probing(row, now):
+                row.probe_at, held[host] = next_probe(now), row.backoff_until
+                row.save(update_fields=["probe_at", "updated_at"])
+                continue
             row.failures += 1
             if row.failures <= HOLD_PATIENCE and (host in robots_unreadable or row.failures >= HOLD_AFTER_FAILURES):
                 base = settings.CRAWL_RETRY_BASE_SECONDS
-                seconds = min(MAX_BACKOFF_SECONDS, base * 2 ** min(row.failures - 1, 12))
-                until = timezone.now() + timedelta(seconds=seconds)
+                until = now + timedelta(seconds=min(MAX_BACKOFF_SECONDS, base * 2 ** min(row.failures - 1, 12)))
                 row.backoff_until = held[host] = max(until, row.backoff_until or until)
-            row.save(update_fields=["failures", "backoff_until", "updated_at"])
+                row.down_since = row.down_since or now
+                row.slow_reason = "robots.txt unreadable" if host in robots_unreadable else "no answer"
+            if row.down_since is not None:
+                row.probe_at = next_probe(now)
+            row.save(update_fields=["failures", "backoff_until", "down_since", "probe_at", "slow_reason", "updated_at"])
     return held
 
 
-THROTTLE_START_SECONDS, THROTTLE_MAX_SECONDS, THROTTLE_DECAY = 1.0, 60.0, 0.8
+THROTTLE_DECAY = 0.8
 
 
 def hosts_answered(*, reachable: set[str], unthrottled: set[str]) -> None:
     """Hosts that answered, in one statement: the `reachable` ones' failures in a row
     (hosts_note_failures) go back to 0, the `unthrottled` ones' adaptive delay (hosts_throttle)
-    fades. Only rows with something to reset are written."""
+    fades, and is back at the floor after CRAWL_THROTTLE_FORGIVE_SECONDS without an incident.
+    Only rows with something to reset are written. A reachable host that was down is back: its
+    hold ends and its waiting pages are due now (pages_host_back)."""
     if not reachable and not unthrottled:
         return
+    now = timezone.now()
     reachable_list, unthrottled_list = sorted(reachable), sorted(unthrottled)
+    back = list(Host.objects.filter(host__in=reachable_list, down_since__isnull=False).values_list("host", flat=True))
     fading = Q(host__in=unthrottled_list, throttle_delay__gt=0)
+    quiet = Q(throttle_delay__lt=THROTTLE_START_SECONDS / 4) | Q(throttled_at__lte=forgiven_before(now))
     Host.objects.filter(Q(host__in=reachable_list, failures__gt=0) | fading).update(
         failures=Case(
             When(host__in=reachable_list, then=Value(0)), default=F("failures"), output_field=PositiveIntegerField()
         ),
         throttle_delay=Case(
-            When(fading & Q(throttle_delay__lt=THROTTLE_START_SECONDS / 4), then=Value(0.0)),
+            When(fading & quiet, then=Value(0.0)),
             When(fading, then=F("throttle_delay") * THROTTLE_DECAY),
             default=F("throttle_delay"),
             output_field=FloatField(),
         ),
     )
+    if back:
+        _hosts_back(back, now)
 
 
-def hosts_throttle(*, slowed: set[str]) -> dict[str, datetime]:
+def _hosts_back(hosts: list[str], now: datetime) -> None:
+    """Down hosts that answered: not held any more, and their waiting pages are due now."""
+    Host.objects.filter(host__in=hosts, down_since__isnull=False).update(
+        down_since=None, probe_at=None, backoff_until=None, recovered_at=now, slow_reason="", updated_at=now
+    )
+    pages_host_back(hosts=hosts)
+
+
+def hosts_throttle(*, slowed: set[str], reasons: dict[str, str] | None = None) -> dict[str, datetime]:
     """AutoThrottle's idea for hosts that say "too many requests" without saying how long to wait:
-    each 429/503 doubles the host's adaptive delay (from THROTTLE_START_SECONDS, at most
-    THROTTLE_MAX_SECONDS) and holds the host that long; each round it answers normally, the delay
-    shrinks back (hosts_answered), never below the configured one (it is added on top). Returns
-    {host: held until}."""
+    each incident doubles the host's adaptive delay and holds the host that long, with jitter (one
+    doubling per incident window: crawl/services/backoff.py); each round it answers normally, the
+    delay shrinks back (hosts_answered), never below the configured one (it is added on top), and
+    after a quiet period it is gone. `reasons`: {host: what happened}, shown on the dashboard.
+    Returns {host: held until}."""
     held = {}
     for host in sorted(slowed):
         with transaction.atomic():
             row, _ = Host.objects.select_for_update().get_or_create(host=host)
-            row.throttle_delay = min(THROTTLE_MAX_SECONDS, max(THROTTLE_START_SECONDS, 2 * row.throttle_delay))
-            until = timezone.now() + timedelta(seconds=row.throttle_delay)
-            row.backoff_until = held[host] = max(until, row.backoff_until or until)
-            row.save(update_fields=["throttle_delay", "backoff_until", "updated_at"])
+            reason = (reasons or {}).get(host, "HTTP 429/503 without Retry-After")
+            throttle_incident(row, timezone.now(), reason=reason)
+            row.save(update_fields=[*THROTTLE_FIELDS, "updated_at"])
+            held[host] = row.backoff_until
     return held
 
 
@@ -295,6 +337,6 @@ def host_back_off(*, host: str, seconds: float, status: int) -> datetime:
     with transaction.atomic():
         row, _ = Host.objects.select_for_update().get_or_create(host=host)
         row.backoff_until = max(until, row.backoff_until or until)
-        row.last_status = status
-        row.save(update_fields=["backoff_until", "last_status", "updated_at"])
+        row.last_status, row.slow_reason = status, f"HTTP {status} with Retry-After"
+        row.save(update_fields=["backoff_until", "last_status", "slow_reason", "updated_at"])
     return row.backoff_until

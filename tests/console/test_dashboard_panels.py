@@ -70,3 +70,25 @@ def test_it_draws_failed_fetches_apart_and_counts_304s_as_answered(project, djan
     assert len(points) == 60
     assert sum(p["pages"] for p in points) == 2, "the two 304s were answered"
     assert sum(p["failed"] for p in points) == 3, "the three refused fetches were not"
+
+
+def test_it_says_why_each_of_its_hosts_is_slow_and_until_when(project, make_project):
+    """One line per host of the project that something slows: throttled after 429s (until the quiet
+    period ends), down (probed), or held by a Retry-After; not other projects' hosts."""
+    from crawl.models import Host
+    from crawl.services.politeness import host_back_off, hosts_note_failures, hosts_throttle
+
+    for host in ("busy.test", "down.test", "asked.test", "fine.test"):
+        queued_pages(project, host, 1)
+    queued_pages(make_project(name="other"), "elsewhere.test", 1)
+    hosts_throttle(slowed={"busy.test", "elsewhere.test"}, reasons={"busy.test": "HTTP 503 without Retry-After"})
+    for _ in range(3):
+        hosts_note_failures(robots_unreadable=set(), unreachable={"down.test"})
+    host_back_off(host="asked.test", seconds=120, status=429)
+    Host.objects.create(host="fine.test")
+    lines = {h["host"]: h for h in dashboard_snapshot(project)["slow_hosts"]}
+    assert set(lines) == {"asked.test", "busy.test", "down.test"}
+    assert lines["busy.test"]["why"].startswith("slowed down after HTTP 503 without Retry-After: +1 s between requests")
+    assert lines["busy.test"]["delay"] == 1.0 and lines["busy.test"]["until"]
+    assert lines["down.test"]["why"].startswith("down since ") and "probed every" in lines["down.test"]["why"]
+    assert "HTTP 429 with Retry-After; held until" in lines["asked.test"]["why"]

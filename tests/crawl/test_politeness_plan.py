@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from crawl.models import Host, HostLease
@@ -24,14 +25,14 @@ def project(make_project):
     return make_project(name="plan", max_per_host=2)
 
 
-def grant(project, n=5, delay=0.0):
-    """What one claim wanting n pages of h.test may send; `delay`: the host's known Crawl-delay
+def grant(project, n=5, delay=0.0, host="h.test"):
+    """What one claim wanting n pages of `host` may send; `delay`: the host's known Crawl-delay
     (None: its robots.txt not read yet)."""
-    Host.objects.update_or_create(host="h.test", defaults={"crawl_delay": delay})
+    Host.objects.update_or_create(host=host, defaults={"crawl_delay": delay})
     with transaction.atomic():
-        wanted, projects = {("h.test", project.id): n}, {project.id: project}
+        wanted, projects = {(host, project.id): n}, {project.id: project}
         grants = hosts_grant(wanted=wanted, projects=projects, token=uuid.uuid4(), ahead=GRANT_AHEAD_SECONDS)
-    return grants[("h.test", project.id)]
+    return grants[(host, project.id)]
 
 
 def test_it_shares_a_hosts_in_flight_capacity_between_batches(project):
@@ -138,9 +139,10 @@ def test_it_pays_requests_from_the_projects_token_bucket(project):
     assert grant(project, n=5).granted == 0, "the bucket is empty until it refills"
 
 
-def test_a_host_answering_429_without_retry_after_is_slowed_down_then_recovers(project):
-    """AutoThrottle's idea: each 429 without Retry-After doubles the host's extra delay and holds it
-    that long, its pages wait without spending attempts; answers bring the delay back down."""
+def test_a_host_answering_429_without_retry_after_is_slowed_once_per_incident_then_forgiven(project, settings):
+    """AutoThrottle's idea, forgiving: 429s without Retry-After within an incident window double the
+    host's extra delay once and hold it that long (with jitter); its pages wait without spending
+    attempts; answers bring the delay down, and after a quiet period it is back at the floor."""
     from crawl.models import Page
     from crawl.services.fetch_stage import pages_fetch
     from crawl.services.projects import seeds_add
@@ -148,34 +150,45 @@ def test_a_host_answering_429_without_retry_after_is_slowed_down_then_recovers(p
 
     project.allow_private, project.obey_robots = True, False
     project.save()
+    window = timedelta(seconds=settings.CRAWL_THROTTLE_WINDOW_SECONDS)
     site = Site(default=(200, {"Content-Type": "text/html"}, b"<html><body>ok</body></html>"))
     site.files["/busy"] = (429, {"Content-Type": "text/plain"}, b"too many requests")
     with SiteServer(site) as server:
         (page_id,) = seeds_add(project=project, urls=[f"{server.url}/busy"])
-        delays = []
-        for _ in range(3):
+
+        def fetch_now(answered: bool) -> Host:
             past = timezone.now() - timedelta(seconds=1)
-            Page.objects.filter(id=page_id).update(next_fetch_at=past)
+            Page.objects.filter(id=page_id).update(state="queued", next_fetch_at=past)
             Host.objects.update(backoff_until=None, next_allowed_at=past)
-            assert pages_fetch(page_ids=[page_id]) == []
-            host = Host.objects.get()
+            assert pages_fetch(page_ids=[page_id]) == ([page_id] if answered else [])
+            HostLease.objects.all().delete()
+            return Host.objects.get()
+
+        delays = []
+        for later_window in (False, False, False, True, True):
+            if later_window:  # the incident's window has passed: the next 429 is a new incident
+                Host.objects.update(throttle_since=F("throttle_since") - window)
+            host = fetch_now(answered=False)
             delays.append(host.throttle_delay)
             page = Page.objects.get(id=page_id)
             assert (page.state, page.attempts, page.error_code) == ("queued", 0, "http_429"), "it waits, no attempt"
             assert page.next_fetch_at >= host.backoff_until - timedelta(seconds=0.01)
-        assert delays == [1.0, 2.0, 4.0]
-        with transaction.atomic():
-            wanted, projects = {(host.host, project.id): 2}, {project.id: project}
-            grants = hosts_grant(wanted=wanted, projects=projects, token=uuid.uuid4(), ahead=GRANT_AHEAD_SECONDS)
-        assert grants[(host.host, project.id)].spacing >= 4.0, "the host's slots are spaced by its extra delay"
+            held = (host.backoff_until - host.throttled_at).total_seconds()
+            assert host.throttle_delay <= held <= host.throttle_delay * 1.25 + 0.01, "held its delay, with jitter"
+        assert delays == [1.0, 1.0, 1.0, 2.0, 4.0], "three 429s of one window are one incident"
+        assert host.slow_reason == "HTTP 429 without Retry-After"
+        assert grant(project, n=2, host=host.host).spacing >= 4.0, "the host's slots are spaced by its extra delay"
         HostLease.objects.all().delete()
         for expected in (3.2, 2.56):
             site.files["/busy"] = (200, {"Content-Type": "text/html"}, f"<html><body>{expected}</body></html>".encode())
-            past = timezone.now() - timedelta(seconds=1)
-            Page.objects.filter(id=page_id).update(state="queued", next_fetch_at=past)
-            Host.objects.update(backoff_until=None, next_allowed_at=past)
-            assert pages_fetch(page_ids=[page_id]) == [page_id]
-            assert Host.objects.get().throttle_delay == pytest.approx(expected)
+            assert fetch_now(answered=True).throttle_delay == pytest.approx(expected)
+        Host.objects.update(throttled_at=F("throttled_at") - timedelta(seconds=settings.CRAWL_THROTTLE_FORGIVE_SECONDS))
+        assert grant(project, n=2, host=host.host).spacing == 0.0, "after the quiet period: the floor"
+        HostLease.objects.all().delete()
+        site.files["/busy"] = (200, {"Content-Type": "text/html"}, b"<html><body>forgiven</body></html>")
+        assert fetch_now(answered=True).throttle_delay == 0.0
+        site.files["/busy"] = (429, {"Content-Type": "text/plain"}, b"too many requests")
+        assert fetch_now(answered=False).throttle_delay == 1.0, "a new incident starts again from the start"
 
 
 def test_a_hosts_max_in_flight_overrides_the_projects_cap_both_ways(project):
@@ -184,3 +197,51 @@ def test_a_hosts_max_in_flight_overrides_the_projects_cap_both_ways(project):
     hosts_release(HostLease.objects.get().token)
     Host.objects.filter(host="h.test").update(max_in_flight=1)
     assert grant(project).in_flight == 1
+
+
+def test_a_down_host_lets_one_probe_through_its_hold_and_its_answer_makes_its_pages_due(make_project, settings):
+    """A host that stopped answering is held back (its pages wait) and probed: once its probe time
+    has come, a claim may send one request, and a waiting page that is never given up is made due
+    for it. The moment the host answers, every page waiting for it after a failure is due again,
+    however long its own retry back-off."""
+    from crawl.frontier.probes import pages_probe_down_hosts
+    from crawl.models import Page
+    from crawl.services.politeness import hosts_answered, hosts_note_failures
+
+    project = make_project(name="watched", recrawl_every_minutes=1)
+    later = timezone.now() + timedelta(seconds=settings.CRAWL_RETRY_LONG_SECONDS)
+    pages = [
+        Page.objects.create(
+            project=project,
+            url=f"http://h.test/{i}",
+            url_key=f"{i:064d}",
+            host="h.test",
+            state="queued",
+            next_fetch_at=later,
+            error_code="connect_error",
+            content_sha256="ab" * 32 if i else "",
+        )
+        for i in range(3)
+    ]
+    for _ in range(3):
+        hosts_note_failures(robots_unreadable=set(), unreachable={"h.test"})
+    host = Host.objects.get(host="h.test")
+    assert host.down_since is not None and host.backoff_until > timezone.now() and host.failures == 3
+    assert grant(project, n=3, host="h.test").granted == 0, "held, and its probe is not due yet"
+    assert pages_probe_down_hosts() == 0
+    Host.objects.update(probe_at=timezone.now())
+    assert pages_probe_down_hosts() == 1
+    due = Page.objects.filter(next_fetch_at__lte=timezone.now())
+    assert list(due.values_list("id", flat=True)) == [pages[1].id], "a page fetched before carries the probe"
+    probe = grant(project, n=3, host="h.test")
+    assert (probe.granted, probe.later) == (1, host.backoff_until), "one request; the others wait for the hold"
+    assert grant(project, n=3, host="h.test").granted == 0, "one probe at a time"
+    hosts_note_failures(robots_unreadable=set(), unreachable={"h.test"})
+    failed = Host.objects.get(host="h.test")
+    assert (failed.failures, failed.backoff_until) == (3, host.backoff_until), "a failed probe moves the next one"
+    assert failed.probe_at >= timezone.now() + timedelta(seconds=settings.CRAWL_HOST_PROBE_SECONDS - 1)
+    hosts_answered(reachable={"h.test"}, unthrottled={"h.test"})
+    back = Host.objects.get(host="h.test")
+    assert (back.failures, back.down_since, back.backoff_until, back.probe_at) == (0, None, None, None)
+    assert back.recovered_at is not None
+    assert Page.objects.filter(next_fetch_at__lte=timezone.now()).count() == 3, "due now, not at their long retry"

@@ -8,10 +8,12 @@ import sys
 import threading
 import time
 import zlib
+from datetime import timedelta
 
 import pytest
 import redis
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
 from bench.check import assert_complete
@@ -142,6 +144,7 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
     time, at the shipped retry schedule): it is never given up, and once the site is back the hub
     is fetched and extracted, and the page it links to is fetched."""
     from core.canonical import host_of
+    from crawl.models import Host
     from crawl.services.fetch_stage import pages_fetch
     from scrape.services import pages_extract
 
@@ -162,8 +165,10 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
             row = Page.objects.get(id=hub_id)
             if row.status_code == 503:  # it was asked, and waits: the clock moves on to its due time
                 assert row.state == "queued", (row.state, row.error_code)
-                waited += max(0.0, (row.next_fetch_at - timezone.now()).total_seconds())
-                rounds += 1
+                wait = max(0.0, (row.next_fetch_at - timezone.now()).total_seconds())
+                waited, rounds = waited + wait, rounds + 1
+                older = F("throttle_since") - timedelta(seconds=wait)  # its throttling incident is older too
+                Host.objects.filter(host=host_of(server.url)).update(throttle_since=older)
             due_now(project, host_of(server.url))
         down["on"] = False
 

@@ -80,6 +80,16 @@
     });
   }
 
+  // "127.0.0.1:8000 is slow: down since 12:00:03 UTC (no answer): ..., until 12:04:10", one line per host.
+  function slowHostItems(hosts) {
+    return hosts.map((h) => {
+      const li = document.createElement("li");
+      const until = h.until ? `, until ${new Date(h.until).toLocaleTimeString()}` : "";
+      li.textContent = `${h.host} is slow: ${h.why}${until}`;
+      return li;
+    });
+  }
+
   function svgEl(name, attrs, text) {
     const el = document.createElementNS(SVG, name);
     for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, value);
@@ -142,6 +152,7 @@
       el.textContent = value == null ? "–" : String(value);
     });
     document.getElementById("retrying").replaceChildren(...retryingItems(data.retrying));
+    document.getElementById("slow-hosts").replaceChildren(...slowHostItems(data.slow_hosts || []));
     fillRows("stages", stageRows(data));
     fillRows("errors-by-code", errorRows(data.errors_by_code));
     fillRows("errors-by-host", errorRows(data.errors_by_host));
