@@ -22,6 +22,7 @@ if __package__ in (None, ""):  # run as a file: this checkout, after PYTHONPATH 
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from bench.serving import port_free, site_serve
+from core.canonical import server_of
 from core.net.client import FetchLimits, FetchRequest, fetch_many, make_client
 
 PAGE_BYTES = 2500
@@ -48,7 +49,7 @@ def cpu_seconds() -> float:
 
 async def measure(client, urls: list[str], requests: int) -> dict:
     """Fetch every URL once; CPU ms per page of this process, pages/s, and the failures."""
-    host = {"127.0.0.1": requests}
+    host = {server_of(urls[0]): requests}
     batch = [FetchRequest(url=url) for url in urls]
     cpu, wall = cpu_seconds(), time.perf_counter()
     responses = await fetch_many(client, batch, limits=LIMITS, concurrency=requests, per_host=host)

@@ -20,7 +20,7 @@ from console.debug_models import DebugRun
 from console.debugger_stored import stored_report
 from console.masking import masked_response_headers
 from console.tryurl import FOLLOW, link_fates, robots_decision, trial_fetch
-from core.canonical import InvalidURL, canonicalize, host_of, url_key
+from core.canonical import InvalidURL, canonicalize, server_of, url_key
 from core.net.client import FetchRequest
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
@@ -101,7 +101,7 @@ def request_report(project: Project, source: str, asked: dict) -> tuple[dict, by
     except InvalidURL as exc:
         return {"url": asked["url"], "error": f"{exc.code}: {exc}"}, b""
     stored = {k: v for k, v in asked.items() if k != "url"}
-    page = Page(project=project, url=url, url_key=url_key(url), host=host_of(url), depth=0, request=stored)
+    page = Page(project=project, url=url, url_key=url_key(url), host=server_of(url), depth=0, request=stored)
     response, how = trial_fetch(project, page, signer=draft_signer(source))
     report = {"url": url, "request": stored, "fetch": how, "status": response.status_code,
               "headers": masked_response_headers(response.headers),  # the site's Set-Cookie: its session

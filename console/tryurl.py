@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 import lxml.etree
 
 from console.masking import masked_response_headers, masked_url
-from core.canonical import InvalidURL, Scope, canonicalize, host_of, origin_of, url_key
+from core.canonical import InvalidURL, Scope, canonicalize, host_of, origin_of, server_of, url_key
 from core.net.client import FetchResponse, fetch_many, runner
 from crawl.frontier.discovery import existing_keys, seed_request, within_budget, within_host_budgets
 from crawl.frontier.stages import page_renders
@@ -97,7 +97,7 @@ def _trial_page(project: Project, canonical: str) -> tuple[Page, str]:
     """The page as the crawl would fetch it, and where its request comes from: its frontier row's
     depth, kind and request (what the crawl sends), else its seed's (method, body, headers), else a
     plain GET at depth 0. Never the row's validators: a 304 would leave nothing to extract."""
-    page = Page(project=project, url=canonical, url_key=url_key(canonical), host=host_of(canonical), depth=0)
+    page = Page(project=project, url=canonical, url_key=url_key(canonical), host=server_of(canonical), depth=0)
     if project.pk is None:
         return page, ""
     fields = ("depth", "kind", "request", "priority", "redirect_hops")
@@ -284,7 +284,7 @@ def _frontier_fates(project: Project, wanted: dict[str, tuple[str, str]]) -> dic
         return {}  # an ad-hoc trial has no frontier and no budget
     urls = {key: canonical for canonical, key in wanted.values()}
     known = existing_keys(project, sorted(urls))
-    new_rows = [Page(project=project, url=urls[k], url_key=k, host=host_of(urls[k])) for k in sorted(urls)]
+    new_rows = [Page(project=project, url=urls[k], url_key=k, host=server_of(urls[k])) for k in sorted(urls)]
     over = _over_budget(project, [row for row in new_rows if row.url_key not in known])
     fates = {}
     for url, (_, key) in wanted.items():

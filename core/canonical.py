@@ -143,6 +143,20 @@ def host_of(url: str) -> str:
         return ""
 
 
+def server_of(url: str) -> str:
+    """The server a URL's requests go to, as politeness and health name it: the host, with ":port"
+    when the port is not the scheme's default ("127.0.0.1:8001"; "example.com" for http on 80 and
+    https on 443 alike, as before ports counted). "" when the URL has no host or cannot be parsed."""
+    try:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port
+    except ValueError:
+        return ""
+    if not host or port is None or port == DEFAULT_PORTS.get(parts.scheme.lower()):
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def origin_of(url: str) -> str:
     parts = urlsplit(url)
     port = parts.port or DEFAULT_PORTS.get(parts.scheme, 0)

@@ -105,3 +105,12 @@ def _is_ip(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def registrable_domain(host: str) -> str | None:
+    """The domain a host was registered under, by the public suffix list: "example.com" for
+    "a.b.example.com", "a.co.uk" for "b.a.co.uk", "foo.github.io" for itself. None for an IP
+    address, a public suffix itself ("com", "github.io") or a name under no known suffix ("localhost")."""
+    if _is_ip(host) or _ends_in_number(host):
+        return None
+    return _PUBLIC_SUFFIXES.privatesuffix(host.lower().rstrip("."))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from core.canonical import host_of
+from core.canonical import server_of
 from core.net.client import retry_after_value
 from crawl.frontier.assets import assets_claim, assets_ready, assets_send_alone, assets_wait, assets_wake_more
 from crawl.models import MediaAsset, Project
@@ -55,11 +55,11 @@ def assets_claim_round(asset_ids: list[int], *, limit: int, worker: str = "") ->
     if not candidates:
         return claim
     projects = Project.objects.in_bulk({project_id for _, project_id, _ in candidates})
-    wanted = Counter((host_of(url), project_id) for _, project_id, url in candidates)
+    wanted = Counter((server_of(url), project_id) for _, project_id, url in candidates)
     grants = hosts_grant(wanted=wanted, projects=projects, token=claim.token, ahead=0.0)
     waits, taken = {}, Counter()
     for asset_id, project_id, url in candidates:
-        key = (host_of(url), project_id)
+        key = (server_of(url), project_id)
         grant, index = grants[key], taken[key]
         taken[key] += 1
         if grant.refused or index < grant.granted:
@@ -86,7 +86,7 @@ def hosts_record_answers(results: list[Download]) -> None:
     pages too), one without slows it down adaptively, a normal answer lets the slowdown fade."""
     throttled, answered = set(), set()
     for result in results:
-        host = host_of(result.url)
+        host = server_of(result.url)
         seconds = retry_after_value(result.retry_after) if result.status_code in (429, 503) else None
         if seconds:
             host_back_off(host=host, seconds=seconds, status=result.status_code)

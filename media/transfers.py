@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 
-from core.canonical import host_of, origin_of
+from core.canonical import origin_of, server_of
 from core.mediarules import MediaRules
 from core.net.client import SLOT_MISSED, runner
 from core.net.transport import deadline_passed, send_deadline
@@ -95,7 +95,7 @@ def _screen(assets: list[MediaAsset], slots: dict) -> dict[int, Download]:
         policies = robots_policies(origins, allow_private=private, user_agent=agent, proxy=project.proxy)
         for asset in group:
             policy = policies[origin_of(asset.url)]
-            delays[host_of(asset.url)] = policy.crawl_delay(agent)
+            delays[server_of(asset.url)] = policy.crawl_delay(agent)
             if asset.downloader == HTTP and not policy.allows(asset.url, agent):
                 code, message = policy.refusal()
                 refused[asset.id] = Download(url=asset.url, error_code=code, error_message=message)

@@ -64,7 +64,12 @@ class ProjectAdmin(ProjectScopedAdmin):
         ),
         (
             "Politeness",
-            {"fields": ("obey_robots", "min_delay", "max_per_host", "concurrency", "rate_limit", "rate_burst")},
+            {
+                "fields": (
+                    *("obey_robots", "min_delay", "max_per_host", "politeness_group"),
+                    *("concurrency", "rate_limit", "rate_burst"),
+                )
+            },
         ),
         (
             "Requests",

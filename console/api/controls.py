@@ -126,7 +126,7 @@ class HostViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     serializer_class = HostSerializer
     filterset_class = HostFilter
     lookup_field = "host"
-    lookup_value_regex = r"[^/]{1,255}"
+    lookup_value_regex = r"[^/]{1,262}"
 
     def get_permissions(self):
         return [*super().get_permissions(), SeesAllProjects()]

@@ -14,7 +14,9 @@ class HealthCounter(models.Model):
 
     project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="+")
     scope = models.CharField(max_length=10, help_text="project, host or rules.")
-    key = models.CharField(max_length=255, blank=True, default="", help_text="The host, or the rule set's item kind.")
+    key = models.CharField(
+        max_length=262, blank=True, default="", help_text="The server (host[:port]), or the rule set's item kind."
+    )
     metric = models.CharField(max_length=120, help_text="fetch_ok, fetch_failed, error:<code>, items, field:<name>...")
     bucket = models.DateTimeField(help_text="Start of the time bucket.")
     value = models.BigIntegerField(default=0)

@@ -22,6 +22,7 @@ from urllib.parse import urljoin
 import httpcore
 import httpx
 
+from core.canonical import server_of
 from core.net.egress import EGRESS_HEADER, egress_url
 from core.net.guard import BlockedAddress
 from core.net.transport import (
@@ -430,10 +431,10 @@ runner = ClientRunner()
 async def fetch_many(
     client, requests: list[FetchRequest], *, limits: FetchLimits, concurrency: int, per_host: dict | None = None
 ):
-    """Send the requests with at most `concurrency` in flight (and per_host[host] to one host), none
-    before its start_at, none after its latest_start (answered `slot_missed`); results in input
-    order. A 429/503 with Retry-After holds back this batch's later requests to that host: they
-    come back as `host_backoff` (retried later)."""
+    """Send the requests with at most `concurrency` in flight (and per_host[server] to one server,
+    keyed as core.canonical.server_of), none before its start_at, none after its latest_start
+    (answered `slot_missed`); results in input order. A 429/503 with Retry-After holds back this
+    batch's later requests to that server: they come back as `host_backoff` (retried later)."""
     gate = asyncio.Semaphore(max(1, concurrency))
     host_gates = {h: asyncio.Semaphore(max(1, n)) for h, n in (per_host or {}).items()}
     paused: dict[str, float] = {}
@@ -441,7 +442,7 @@ async def fetch_many(
     async def one(request: FetchRequest) -> FetchResponse:
         await asyncio.sleep(max(0.0, request.start_at - time.time()))
         target = httpx.URL(request.url)
-        host = target.host
+        host = server_of(request.url)
         async with host_gates.get(host) or contextlib.nullcontext(), gate:
             if deadline_passed(request.latest_start):
                 return FetchResponse(url=request.url, error_code=SLOT_MISSED, error_message="it missed its host's slot")

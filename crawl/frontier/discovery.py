@@ -11,7 +11,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from core.batchsql import chunked, insert_new, insert_new_ids
-from core.canonical import InvalidURL, canonicalize, host_of, request_key, url_key
+from core.canonical import InvalidURL, canonicalize, request_key, server_of, url_key
 from crawl.models import Page, Project
 from crawl.policy import project_scope
 
@@ -160,7 +160,7 @@ def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -
         url=canonical,
         url_key=key,
         linked_url=_as_linked(link.url, canonical),
-        host=host_of(canonical),
+        host=server_of(canonical),
         depth=link.depth,
         discovered_from_id=link.parent_id,
         redirect_hops=link.redirect_hops,

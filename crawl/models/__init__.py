@@ -49,6 +49,11 @@ class Project(models.Model):
         DUE = "due", "revisit what is due"
         ALL = "all", "recrawl everything"
 
+    class PolitenessGroup(models.TextChoices):
+        NONE = "none", "each server its own"
+        IP = "ip", "servers at one IP address together"
+        DOMAIN = "domain", "servers under one registrable domain together"
+
     name = models.CharField(
         max_length=200,
         db_index=True,
@@ -193,6 +198,14 @@ class Project(models.Model):
     )
     max_per_host = models.PositiveSmallIntegerField(
         default=4, help_text="Requests in flight at once to one host, counted across all workers."
+    )
+    politeness_group = models.CharField(
+        max_length=10,
+        choices=PolitenessGroup.choices,
+        default=PolitenessGroup.NONE,
+        help_text="Which servers share one delay and one max_per_host: each server (host and port) its own, or "
+        "every server whose host resolves to one IP address (aliases of one machine), or every server under "
+        "one registrable domain (a.example.com and b.example.com), at the same port.",
     )
     rate_limit = models.FloatField(
         default=0.0, help_text="Requests per second for the whole project, all hosts and workers (0: no limit)."
@@ -378,7 +391,9 @@ class Page(models.Model):
         help_text="The URL as the site linked it, when that differs from the canonical one: robots.txt is "
         "asked about both.",
     )
-    host = models.CharField(max_length=255)
+    host = models.CharField(
+        max_length=262, help_text='The server its requests go to: the host, and ":port" when not the default one.'
+    )
     depth = models.PositiveIntegerField(default=0)
     discovered_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     redirect_hops = models.PositiveSmallIntegerField(default=0, help_text="Redirects followed to reach this URL.")
@@ -509,9 +524,13 @@ class RobotsTxt(models.Model):
 
 
 class Host(models.Model):
-    """Politeness state of one host, shared by every worker: its next free slot and any back-off."""
+    """Politeness state of one server, shared by every worker: its next free slot and any back-off."""
 
-    host = models.CharField(max_length=255, unique=True)
+    host = models.CharField(
+        max_length=262,
+        unique=True,
+        help_text='The server: its host, and ":port" when the port is not the scheme\'s default ("127.0.0.1:8001").',
+    )
     next_allowed_at = models.DateTimeField(default=timezone.now, help_text="No request starts before this.")
     backoff_until = models.DateTimeField(null=True, blank=True, help_text="Set by 429/503 Retry-After.")
     crawl_delay = models.FloatField(null=True, blank=True, help_text="robots.txt Crawl-delay last seen.")
@@ -572,7 +591,12 @@ class HostLease(models.Model):
     """Requests a batch may have in flight to a host at once; an expired lease (a killed worker's)
     simply stops counting, so capacity is never lost."""
 
-    host = models.CharField(max_length=255, db_index=True)
+    host = models.CharField(
+        max_length=262,
+        db_index=True,
+        help_text="The budget it counts against: its server's own, or its group's (Project.politeness_group).",
+    )
+    server = models.CharField(max_length=262, default="", help_text="The server its requests go to.")
     token = models.UUIDField(db_index=True)
     slots = models.PositiveSmallIntegerField()
     expires_at = models.DateTimeField()

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from structlog.contextvars import bound_contextvars
 
-from core.canonical import host_of, origin_of
+from core.canonical import origin_of, server_of
 from core.net.client import (
     SLOT_MISSED,
     FetchRequest,
@@ -483,7 +483,7 @@ def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
             reachable.add(page.host)
         elif response.error_code in UNREACHABLE:
             failed.add(page.host)
-        host, seconds = host_of(response.url), retry_after_seconds(response)
+        host, seconds = server_of(response.url), retry_after_seconds(response)
         if seconds:
             until[host] = host_back_off(host=host, seconds=seconds, status=response.status_code)
         elif response.status_code in (429, 503):

@@ -24,6 +24,7 @@ from django.utils import timezone
 from core.batchsql import upsert
 from crawl.frontier.probes import pages_host_back
 from crawl.models import Host, HostLease, Project
+from crawl.services.server_groups import budgets_of
 
 from .backoff import (
     THROTTLE_FIELDS,
@@ -92,20 +93,28 @@ def hosts_grant(
     under `token`: hosts_release(token) frees it. `ahead`: how far ahead slots may be booked (at
     most GRANT_AHEAD_SECONDS; 0: only requests that may start now). Projects sharing a host are
     served the smallest demand first (ties in random order), so a project's one due hub is not
-    starved of the host's capacity by another project's batch claim after claim."""
+    starved of the host's capacity by another project's batch claim after claim. A host is a server
+    (host and port); a project that groups servers books its slots and connections on the group's
+    row too (server_groups.budgets_of), so one machine under two names gets one budget."""
     now = timezone.now()
-    names = sorted({host for host, _ in wanted})
+    budgets = budgets_of(wanted, projects)
+    names = sorted({host for host, _ in wanted} | set(budgets.values()))
     Host.objects.bulk_create([Host(host=h) for h in names], ignore_conflicts=True)
     rows = {row.host: row for row in Host.objects.select_for_update().filter(host__in=names).order_by("host")}
     booked = {host: (row.next_allowed_at, row.slotted_until, row.probe_at) for host, row in rows.items()}
-    used = _in_flight(names, now)
+    used = _in_flight(sorted(set(budgets.values())), now)
     grants, leases, planned = {}, [], set()
     for host, project_id in sorted(wanted, key=lambda key: (key[0], wanted[key], random.random())):
-        grant = _grant(projects[project_id], rows[host], wanted[(host, project_id)], now, used, ahead, planned)
+        shared = rows[budgets[(host, project_id)]]
+        project, count = projects[project_id], wanted[(host, project_id)]
+        grant = _grant(project, rows[host], shared, count, now, used, ahead, planned)
         grants[(host, project_id)] = grant
         if grant.granted:
-            used[host] = used.get(host, 0) + grant.in_flight
-            leases.append(HostLease(host=host, token=token, slots=grant.in_flight, expires_at=_lease_end(now)))
+            used[shared.host] = used.get(shared.host, 0) + grant.in_flight
+            lease_end = _lease_end(now)
+            leases.append(
+                HostLease(host=shared.host, server=host, token=token, slots=grant.in_flight, expires_at=lease_end)
+            )
     HostLease.objects.bulk_create(leases)
     changed = [row for h, row in rows.items() if (row.next_allowed_at, row.slotted_until, row.probe_at) != booked[h]]
     fields = ("next_allowed_at", "slotted_until", "probe_at")
@@ -120,7 +129,7 @@ def hosts_release(token: uuid.UUID, *, hosts: list[str] | None = None) -> None:
     """The claim is done with its hosts (or with those of `hosts`): their in-flight capacity goes
     back to the other workers."""
     leases = HostLease.objects.filter(token=token)
-    (leases.filter(host__in=hosts) if hosts is not None else leases).delete()
+    (leases.filter(server__in=hosts) if hosts is not None else leases).delete()
 
 
 def hosts_learn_delays(delays: dict[str, float | None]) -> dict[str, datetime]:
@@ -150,30 +159,44 @@ def _lease_end(now: datetime) -> datetime:
 
 
 def _in_flight(hosts: list[str], now: datetime) -> dict[str, int]:
-    """Requests each host has open now, by live leases of any worker."""
+    """Requests each budget (a server's own, or a group's) has open now, by live leases of any worker."""
     live = HostLease.objects.filter(host__in=hosts, expires_at__gt=now).values("host").annotate(n=Sum("slots"))
     return {row["host"]: row["n"] for row in live}
 
 
-def host_cap(project: Project, row: Host) -> int:
-    """Requests the host may have in flight, all workers: the host's own max_in_flight, an operator's
-    override in either direction, else the project's max_per_host."""
-    return row.max_in_flight or project.max_per_host
+def host_cap(project: Project, row: Host, shared: Host | None = None) -> int:
+    """Requests the host may have in flight, all workers: the host's own max_in_flight (or its
+    group's, the smaller), an operator's override in either direction, else the project's max_per_host."""
+    overrides = [r.max_in_flight for r in (row, shared or row) if r.max_in_flight]
+    return min(overrides) if overrides else project.max_per_host
 
 
 def _grant(
-    project: Project, row: Host, wanted: int, now: datetime, used: dict[str, int], ahead: float, planned: set[int]
+    project: Project,
+    row: Host,
+    shared: Host,
+    wanted: int,
+    now: datetime,
+    used: dict[str, int],
+    ahead: float,
+    planned: set[int],
 ) -> HostGrant:
-    if row.blocked:
-        return HostGrant(host=row.host, start_at=now, refused=row.blocked_reason or "blocked by an operator")
-    spacing = _spacing(project, row, now)
+    """The grant of one (server, project): `row` is the server's, `shared` the budget's it books on
+    (the same row unless the project groups servers). Both rows' blocks, back-offs and delays hold,
+    and both rows' next slot moves, so a grouped project's requests are spaced from everyone's."""
+    if row.blocked or shared.blocked:
+        reason = row.blocked_reason if row.blocked else shared.blocked_reason
+        return HostGrant(host=row.host, start_at=now, refused=reason or "blocked by an operator")
+    spacing = max(_spacing(project, row, now), _spacing(project, shared, now))
     earliest = now + timedelta(seconds=LEAD_SECONDS if spacing else 0.0)
-    probe = probe_due(row, now)  # a down host's probe: one request before its hold ends
-    start = max(earliest, row.next_allowed_at, now if probe else row.backoff_until or now)
+    probe = probe_due(row, now)  # a down server's probe: one request before its hold ends
+    start = max(earliest, row.next_allowed_at, shared.next_allowed_at, now if probe else row.backoff_until or now)
+    if shared is not row:
+        start = max(start, shared.backoff_until or now)
     if spacing:
         start = _staggered(start, planned)
     wait = (start - earliest).total_seconds()
-    free = host_cap(project, row) - used.get(row.host, 0)
+    free = host_cap(project, row, shared) - used.get(shared.host, 0)
     if free <= 0:  # other batches hold every connection the host allows: these stay due
         return HostGrant(host=row.host, start_at=start, spacing=spacing)
     if wait > ahead + NOW_SECONDS:
@@ -188,11 +211,11 @@ def _grant(
     grant = HostGrant(host=row.host, start_at=start, spacing=spacing, granted=granted)
     grant.in_flight = max(1, min(free, granted, project.concurrency))
     if spacing and granted:
-        row.next_allowed_at = next_free
+        row.next_allowed_at = shared.next_allowed_at = next_free
     if probe and granted:  # the others wait for the hold, or for the probe's answer to end it
         row.probe_at, next_free = next_probe(now), max(next_free, row.backoff_until)
     if granted < wanted:
-        grant.later = _queue_behind(row, next_free, wanted - granted, spacing, now)
+        grant.later = _queue_behind(shared, next_free, wanted - granted, spacing, now)
     return grant
 
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from django.conf import settings
 
+from core.canonical import server_of
 from core.net import guard as netguard
 from core.net.client import SLOT_MISSED, ClientRunner, FetchLimits, FetchRequest, fetch, fetch_many, make_client
 from core.net.transport import AiohttpTransport, answer_headers, send_deadline
@@ -203,7 +204,7 @@ def test_keep_alive_carries_many_pages_over_few_connections():
     async def go(url):
         async with make_client(allow_private=True) as client:
             requests = [FetchRequest(url=f"{url}?n={n}") for n in range(60)]
-            return await fetch_many(client, requests, limits=limits, concurrency=4, per_host={"127.0.0.1": 4})
+            return await fetch_many(client, requests, limits=limits, concurrency=4, per_host={server_of(url): 4})
 
     with RawServer(keep_alive) as server:
         results = asyncio.run(go(server.url()))

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from core.canonical import host_of, url_key
+from core.canonical import server_of, url_key
 from crawl.models import Page, Project, SessionCookie
 from crawl.services.fetch_stage import pages_fetch
 from tests.servers import Site, SiteServer
@@ -25,7 +25,7 @@ def header(request, name: str) -> str:
 
 
 def queued(project: Project, url: str, **fields) -> Page:
-    return Page.objects.create(project=project, url=url, url_key=url_key(url), host=host_of(url), **fields)
+    return Page.objects.create(project=project, url=url, url_key=url_key(url), host=server_of(url), **fields)
 
 
 def test_a_rendered_page_is_requested_as_configured_and_keeps_the_cookies_chromium_receives():

@@ -143,7 +143,7 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
     """A monitored project's hub answers 503 for three minutes (the clock driven by moving its due
     time, at the shipped retry schedule): it is never given up, and once the site is back the hub
     is fetched and extracted, and the page it links to is fetched."""
-    from core.canonical import host_of
+    from core.canonical import server_of
     from crawl.models import Host
     from crawl.services.fetch_stage import pages_fetch
     from scrape.services import pages_extract
@@ -168,8 +168,8 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
                 wait = max(0.0, (row.next_fetch_at - timezone.now()).total_seconds())
                 waited, rounds = waited + wait, rounds + 1
                 older = F("throttle_since") - timedelta(seconds=wait)  # its throttling incident is older too
-                Host.objects.filter(host=host_of(server.url)).update(throttle_since=older)
-            due_now(project, host_of(server.url))
+                Host.objects.filter(host=server_of(server.url)).update(throttle_since=older)
+            due_now(project, server_of(server.url))
         down["on"] = False
 
         def news_done() -> bool:
@@ -177,7 +177,7 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
                 return True
             pages_fetch(page_ids=[], worker="t")
             pages_extract(page_ids=[], worker="t")
-            due_now(project, host_of(server.url))  # the host slowed down after the 503s: its slots come now
+            due_now(project, server_of(server.url))  # the host slowed down after the 503s: its slots come now
             return False
 
         wait_until(

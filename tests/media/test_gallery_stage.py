@@ -10,7 +10,7 @@ from tests.media.test_gallerydl import fake_gallerydl  # noqa: F401 - the fake g
 def test_it_stores_each_gallery_file_as_an_asset_linked_to_the_gallery_pages(db, fake_gallerydl):  # noqa: F811
     fake_gallerydl("files")
     project = project_get_or_create(name="gallery", allow_private=True, media_max_bytes=1000)
-    page = Page.objects.create(project=project, url="http://127.0.0.1:9/g/1", url_key="1" * 64, host="127.0.0.1")
+    page = Page.objects.create(project=project, url="http://127.0.0.1:9/g/1", url_key="1" * 64, host="127.0.0.1:9")
     gallery = MediaAsset.objects.create(
         project=project, url="http://127.0.0.1:9/g/1", url_key="2" * 64, kind="image", downloader="gallerydl"
     )

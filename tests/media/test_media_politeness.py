@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from core.canonical import host_of
+from core.canonical import server_of
 from crawl.models import Host, MediaAsset
 from crawl.services.projects import project_get_or_create, seeds_add
 from media.services import assets_download
@@ -82,7 +82,7 @@ def test_media_downloads_stop_for_a_blocked_host(db):
     project = project_get_or_create(name="blocked-media", allow_private=True)
     with SiteServer(gallery_site(2, robots=NO_ROBOTS)) as server:
         rows = [media_asset(project, f"{server.url}/img/{i}.png") for i in range(2)]
-        Host.objects.create(host=host_of(server.url), blocked=True, blocked_reason="asked us to stop")
+        Host.objects.create(host=server_of(server.url), blocked=True, blocked_reason="asked us to stop")
         assets_download(asset_ids=[r.id for r in rows])
         asked = server.paths()
     assert asked == [], "nothing is sent to a blocked host, not even robots.txt"
@@ -115,7 +115,7 @@ def test_a_429_with_retry_after_on_a_download_holds_its_host_back(db):
         row = media_asset(project, f"{server.url}/img/0.png")
         assets_download(asset_ids=[row.id])
     row.refresh_from_db()
-    host = Host.objects.get(host=host_of(server.url))
+    host = Host.objects.get(host=server_of(server.url))
     assert (row.state, row.error_code) == ("queued", "http_429")
     assert host.backoff_until >= timezone.now() + timedelta(seconds=100), "every worker holds the host back"
 
@@ -162,7 +162,7 @@ def test_a_429_to_yt_dlp_slows_its_host_down(db):
         assets_download(asset_ids=[row.id])
     row.refresh_from_db()
     assert (row.state, row.error_code, row.status_code) == ("queued", "http_429", 429), row.error_message
-    assert Host.objects.get(host=host_of(server.url)).throttle_delay > 0
+    assert Host.objects.get(host=server_of(server.url)).throttle_delay > 0
 
 
 def test_a_download_robots_txt_disallows_is_never_requested(db):

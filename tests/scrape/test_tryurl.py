@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.utils.html import escape
 
 from console.tryurl import trial_report, try_url
-from core.canonical import Scope, canonicalize, url_key
+from core.canonical import Scope, canonicalize, server_of, url_key
 from crawl.frontier.discovery import pages_discover
 from crawl.models import Page, Project, Seed
 from tests.servers import Site, SiteServer
@@ -70,7 +70,7 @@ def truth_project(server, **settings) -> Project:
     )
     Seed.objects.create(project=project, url=f"{server.url}/start")
     known = canonicalize(f"{server.url}/known")
-    Page.objects.create(project=project, url=known, url_key=url_key(known), host="127.0.0.1", depth=1)
+    Page.objects.create(project=project, url=known, url_key=url_key(known), host=server_of(known), depth=1)
     return project
 
 
@@ -152,14 +152,14 @@ def test_the_admin_page_shows_a_table_of_links_grouped_by_fate(admin_client, sit
     [
         ({"max_depth": 0}, "depth", "depth 1 is beyond max_depth 0", 5),
         ({"max_pages": 1}, "page budget", "max_pages (1) reached", 2),
-        ({"max_pages_per_host": 2}, "page budget", "max_pages_per_host (2) reached for 127.0.0.1", 1),
+        ({"max_pages_per_host": 2}, "page budget", "max_pages_per_host (2) reached for 127.0.0.1:{port}", 1),
     ],
 )
 def test_it_says_when_depth_or_a_page_budget_stops_a_link(db, site, settings, fate, reason, count):
     project = truth_project(site, **settings)
     trial = try_url(f"{site.url}/start", project=project)
     stopped = [f for f in trial.links if f.fate == fate]
-    assert len(stopped) == count and {f.reason for f in stopped} == {reason}
+    assert len(stopped) == count and {f.reason for f in stopped} == {reason.format(port=site.port)}
     pages_discover(project=project, links=trial.result.links)
     followed = {canonicalize(f.url) for f in trial.links if f.fate in ("follow", "robots.txt")}
     assert set(Page.objects.exclude(url__endswith="/known").values_list("url", flat=True)) == followed

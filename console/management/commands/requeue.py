@@ -25,7 +25,7 @@ class Command(BaseCommand):
             "--state", choices=[Page.State.DONE, Page.State.FAILED], help="pages in this state (done or failed)"
         )
         parser.add_argument("--error-code", help="only pages that failed with this code, e.g. http_500")
-        parser.add_argument("--host", help="only pages of this host")
+        parser.add_argument("--host", help="only pages of this server: its host, with :port when not the default")
         parser.add_argument("--url-regex", metavar="REGEX", help="only pages whose URL matches (database regex)")
 
     def handle(self, *args, **opts):
