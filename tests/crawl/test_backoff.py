@@ -11,9 +11,9 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from console.health_models import Alert, Monitor
 from django.utils import timezone
 
+from console.health.models import Alert, Monitor
 from core.canonical import host_of
 from crawl.frontier.recrawl import pages_recrawl_all
 from crawl.models import Host, Page

@@ -6,11 +6,11 @@ import importlib
 import uuid
 
 import pytest
-from console.health_models import Alert, HealthCounter, Monitor
 from django.apps import apps
 from django.db import transaction
 from django.utils import timezone
 
+from console.health.models import Alert, HealthCounter, Monitor
 from core.canonical import host_of
 from core.net.addresses import addresses_forget
 from crawl.models import Host, HostLease, Page

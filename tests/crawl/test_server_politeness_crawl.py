@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from console.health_models import Alert, Monitor
-from console.monitors import monitors_ensure, monitors_tick
 from django.conf import settings
 
+from console.health.models import Alert, Monitor
+from console.health.monitors import monitors_ensure, monitors_tick
 from console.selectors import errors_grouped
 from crawl.models import Host, Page
 from crawl.services.projects import project_get_or_create
