@@ -15,6 +15,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from core.batchsql import insert_new_ids
+from core.masking import masked_url
 from core.net.client import FetchResponse, is_transient
 from crawl.frontier.discovery import requests_enqueue, seed_request
 from crawl.frontier.verdicts import Done, Link, Postpone
@@ -156,7 +157,7 @@ def pool_record(answers: list[tuple[SessionPool, Page, Session | None, FetchResp
         uses[owner] += 1
         errors[owner] += judged == ERROR
         if judged in (BLOCKED, EXPIRED):
-            spent.setdefault(owner, f"{judged}: {page.url}")
+            spent.setdefault(owner, f"{judged}: {_answer_of(response)} to {masked_url(page.url)}")
             again[page.id] = Postpone(f"session_{judged}", f"its session was {judged}; tried again", _soon())
         elif judged == OK and "session" in page.request and not _is_login_get(pool.rules, page):
             ready.add(owner)
@@ -179,6 +180,12 @@ def _judge(rules: SessionRules, page: Page, response: FetchResponse) -> str:
         body=response.body,
     )
     return OK if judged == EXPIRED and rules.is_login_page(page.url) else judged  # the login form itself
+
+
+def _answer_of(response: FetchResponse) -> str:
+    if response.is_redirect:
+        return f"http {response.status_code} to {masked_url(response.location)}"
+    return f"http {response.status_code}" if response.status_code else response.error_code
 
 
 def _is_login_get(rules: SessionRules, page: Page) -> bool:
