@@ -226,7 +226,10 @@ def login_pin(page: Page) -> dict:
 
 
 def first_session(project: Project) -> Session:
-    """The cookies of the project's first ready session (Try a URL reads them)."""
+    """The cookies of the project's first ready session (Try a URL reads them; a project not
+    saved yet has none)."""
+    if project.pk is None:
+        return session_load(project)
     owner = (
         CookieSession.objects.filter(project=project, state=READY, slot__isnull=False)
         .order_by("host", "slot")
