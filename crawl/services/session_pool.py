@@ -166,7 +166,10 @@ def pool_record(answers: list[tuple[SessionPool, Page, Session | None, FetchResp
         CookieSession.objects.filter(id__in=ready, state=LOGGING_IN).update(state=READY, ready_at=timezone.now())
     for owner, why in spent.items():
         session_retire(session=owner, reason=why)
-    _retire_past_limits([pool for pool, *_ in answers], set(uses) - set(spent))
+    # Only a session that erred now, or of a project with a limit of uses, can have crossed a limit.
+    limited = {s.owner_id for pool, _, s, _ in answers if s is not None and pool.project.session_max_uses}
+    checked = ({owner for owner in uses if errors[owner]} | limited) - {None} - set(spent)
+    _retire_past_limits([pool for pool, *_ in answers], checked)
     return again
 
 
@@ -208,6 +211,8 @@ def _retire_past_limits(pools: list[SessionPool], used: set[int]) -> None:
         by_project[pool.project.id] |= used & set(pool.members)
     for project_id, owners in by_project.items():
         project = limits[project_id]
+        if not owners:
+            continue
         over = Q(errors__gte=project.session_max_errors)
         if project.session_max_uses:
             over |= Q(uses__gte=project.session_max_uses)
