@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from core.canonical import host_of
+from crawl.frontier.logins import login_pin
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.policy import project_media_rules, project_snapshot
-from crawl.services.session_pool import login_pin
 from scrape.extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
 from scrape.fingerprint import fingerprints
 from scrape.jsonapi import ApiConfigError, compile_api_config, config_version

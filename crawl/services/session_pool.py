@@ -221,15 +221,6 @@ def _retire_past_limits(pools: list[SessionPool], used: set[int]) -> None:
             session_retire(session=member, reason=f"{why} ({member.uses} uses, {member.errors} errors)")
 
 
-def login_pin(page: Page) -> dict:
-    """{"session": id} for what a page of a session's login asks next (a spider's request, a
-    redirect), while that session still logs in; else nothing."""
-    owner = page.request.get("session")
-    if owner is None or not CookieSession.objects.filter(id=owner, state=LOGGING_IN).exists():
-        return {}
-    return {"session": owner}
-
-
 def first_session(project: Project) -> Session:
     """The cookies of the project's first ready session (Try a URL reads them; a project not
     saved yet has none)."""
