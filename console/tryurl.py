@@ -21,7 +21,7 @@ from crawl.services.fetch_stage import build_request, render_request
 from crawl.services.rendering import render_page
 from crawl.services.request_options import Signer, SignError, page_client, page_proxy, signed
 from crawl.services.robots_cache import robots_policies
-from crawl.services.sessions import session_load
+from crawl.services.session_pool import first_session
 from scrape.extraction import PageResult, extract_page, extraction_fields
 from scrape.extractors import media_kind_of
 from scrape.rules import RuleError, compile_css, compile_xpath, match_texts, parse_html
@@ -118,7 +118,7 @@ def trial_fetch(project: Project, page: Page, *, signer: Signer | None = None) -
     what its own request asks (proxy, render, timeout): rendered in headless Chromium when the
     request or the project says so, else build_request through the guarded client. `signer`: a
     spider's sign(), run on the request just before it is sent (a failure answers spider_error)."""
-    private, agent, session = allows_private(project), user_agent_of(project), session_load(project)
+    private, agent, session = allows_private(project), user_agent_of(project), first_session(project)
     request = build_request(project, page, session=session)
     how = {"method": request.method, "body_bytes": len(request.body or b"")}
     how |= {"rendered": page_renders(project.render_js, page.request)} | _own_options(project, page)

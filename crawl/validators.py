@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
 from core.patterns import pattern_problem
+from crawl.session_rules import selector_xpath, statuses_of
 
 MEDIA_KINDS = ("image", "video", "audio", "file")
 _EXTENSION = re.compile(r"\.?[A-Za-z0-9][A-Za-z0-9_+-]*(\.[A-Za-z0-9][A-Za-z0-9_+-]*)*")
@@ -104,3 +105,19 @@ def crontab_fields(expression: str) -> dict:
         raise ValidationError(f"a crontab has 5 fields (minute hour day-of-month month day-of-week), not {len(parts)}")
     names = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
     return dict(zip(names, parts, strict=True))
+
+
+def status_list(value: str) -> None:
+    """HTTP statuses separated by spaces or commas, like "403 429"."""
+    try:
+        statuses_of(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def css_selector(value: str) -> None:
+    """One CSS selector, like form#login."""
+    try:
+        selector_xpath(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from core.canonical import host_of
+from crawl.frontier.logins import login_pin
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.policy import project_media_rules, project_snapshot
@@ -182,8 +183,8 @@ def _redirect(page: Page) -> PageResult:
 def _redirected(page: Page) -> dict:
     """A request follows its redirect with its route, meta, headers and cookies; its method and body
     only on 307 and 308 (any other redirect turns it into a GET, as browsers do); its headers and
-    cookies (a seed's API key) only to the same host."""
-    request = dict(page.request or {})
+    cookies (a seed's API key) only to the same host; a session's login only while it logs in."""
+    request = {k: v for k, v in (page.request or {}).items() if k != "session"} | login_pin(page)
     if page.status_code not in (307, 308):
         request.pop("method", None)
         request.pop("body", None)
@@ -320,9 +321,9 @@ def _apply_spider(
     version = page.project.spider_version_id
     items += [ItemRow("spider", i, data, spider_version=version) for i, data in enumerate(result.items)]
     media += result.media
-    depth = page.depth + 1
+    depth, pin = page.depth + 1, login_pin(page)  # a session's login: what it asks next is the session's
     links = [
-        Link(r.url, depth, page.id, priority=r.priority or priorities.get(r.url, 0), request=r.page_request())
+        Link(r.url, depth, page.id, priority=r.priority or priorities.get(r.url, 0), request=r.page_request() | pin)
         for r in result.requests
     ]
     return links, None, result.log

@@ -21,6 +21,7 @@ from console.admin.project_forms import (
     masked,
     robots_sitemaps,
 )
+from console.admin.session_pool import sessions_table
 from console.admin.sinks import SinkInline
 from console.exports.rows import CONTENT_TYPES, FIELDS, export_response
 from console.masking import MASK
@@ -42,7 +43,7 @@ class ProjectAdmin(ProjectScopedAdmin):
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [SeedInline, RuleSetInline, SinkInline, OwnerInline]
-    readonly_fields = ("frontier", "robots_sitemaps", "session", *MASKED.values())
+    readonly_fields = ("frontier", "robots_sitemaps", "session", "cookie_sessions", *MASKED.values())
     fieldsets = (
         (None, {"fields": ("name", "slug", "status", "weight", "frontier")}),
         # The seeds table follows this fieldset (templates/admin/crawl/project/change_form.html), so
@@ -81,6 +82,21 @@ class ProjectAdmin(ProjectScopedAdmin):
                     "keep_cookies",
                     "session",
                     "proxy",
+                )
+            },
+        ),
+        (
+            "Sessions",
+            {
+                "fields": (
+                    "session_pool_size",
+                    "session_login_url",
+                    "session_expired_selector",
+                    "session_retire_statuses",
+                    "session_max_uses",
+                    "session_max_errors",
+                    "session_per_host",
+                    "cookie_sessions",
                 )
             },
         ),
@@ -243,6 +259,11 @@ class ProjectAdmin(ProjectScopedAdmin):
         return format_html_join(
             format_html("<br>"), "{}={} ({}{}, {})", ((c.name, MASK, c.domain, c.path, _until(c)) for c in rows)
         )
+
+    @admin.display(description="cookie sessions")
+    def cookie_sessions(self, obj):
+        """The project's pool of sessions: state, age, uses, errors, cookies masked."""
+        return sessions_table(obj) if obj.pk else "none"
 
     def _jobs(self, request, queryset, start, verb: str) -> None:
         for project in queryset:

@@ -147,7 +147,7 @@ def _link_of(project_id: int, link: Link) -> tuple[int | None, str | None, str |
         canonical = canonicalize(link.url)
     except InvalidURL:
         return raw_packed, None, None
-    return raw_packed, canonical, request_key(canonical, link.method, link.body)
+    return raw_packed, canonical, request_key(canonical, link.method, link.key_body)
 
 
 def _new_page(project: Project, canonical: str, key: str, link: Link, **extra) -> Page:
@@ -296,7 +296,7 @@ def requests_enqueue(project: Project, links: list[Link]) -> list[int]:
             canonical = canonicalize(link.url)
         except InvalidURL:
             continue
-        key = request_key(canonical, link.method, link.body)
+        key = request_key(canonical, link.method, link.key_body)
         rows.setdefault(key, _new_page(project, canonical, key, link, is_seed=True))
         if link.revisits_known:
             revisiting.setdefault(key, link)

@@ -47,8 +47,14 @@ class Link:
 
     @property
     def is_plain_get(self) -> bool:
-        """A GET without a body: its row is its URL's. Any other request is a row of its own."""
-        return self.method == "GET" and not self.body
+        """A GET without a body: its row is its URL's. Any other request (and a session's login
+        request) is a row of its own."""
+        return self.method == "GET" and not self.body and "session" not in self.request
+
+    @property
+    def key_body(self) -> str:
+        """What tells its row apart from other requests to its URL: the body, and the session a login is for."""
+        return self.body + (f"\nsession={self.request['session']}" if "session" in self.request else "")
 
     @property
     def revisits_known(self) -> bool:

@@ -10,11 +10,13 @@ from django.utils import timezone
 from crawl.validators import (
     cookie_map,
     crontab_fields,
+    css_selector,
     extension_lines,
     host_lines,
     media_kinds,
     mime_type_lines,
     regex_lines,
+    status_list,
 )
 
 
@@ -231,6 +233,43 @@ class Project(models.Model):
     proxy = models.CharField(
         max_length=300, blank=True, default="", help_text="HTTP(S) proxy URL for this project's requests. Empty: none."
     )
+    session_pool_size = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Cookie sessions used in turn (each with its own cookies and login); 1: one shared session.",
+    )
+    session_login_url = models.URLField(
+        max_length=2000,
+        blank=True,
+        default="",
+        help_text="Each new session logs in here first (the spider's route for it, or a seed of that URL with its "
+        "method and body); an answer that sends a session back here has expired it. Empty: no login.",
+    )
+    session_expired_selector = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        validators=[css_selector],
+        help_text='A CSS selector that matches only on a logged-out page (e.g. "form#login"): its session is retired.',
+    )
+    session_retire_statuses = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        validators=[status_list],
+        help_text='Statuses that mean a session is blocked (e.g. "403 429"): it is retired, the page tried again.',
+    )
+    session_max_uses = models.PositiveIntegerField(
+        null=True, blank=True, help_text="A session is retired after this many requests. Empty: no limit."
+    )
+    session_max_errors = models.PositiveSmallIntegerField(
+        default=3,
+        validators=[MinValueValidator(1)],
+        help_text="A session is retired after this many errors (network errors, 5xx answers).",
+    )
+    session_per_host = models.BooleanField(
+        default=False, help_text="Pin each session to the first host it is used for (a site that ties it to one)."
+    )
     media_kinds = models.CharField(
         max_length=100,
         default="image,video,audio",
@@ -314,6 +353,14 @@ class SessionCookie(models.Model):
     worker, sent back by cookie rules (domain, path, secure, expiry) until it expires."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="session_cookies")
+    cookie_session = models.ForeignKey(
+        "crawl.CookieSession",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="cookies",
+        help_text="The session of the project's pool that keeps it.",
+    )
     domain = models.CharField(
         max_length=255, help_text='The host that set it, or ".example.com" for a domain and its subdomains.'
     )
@@ -329,7 +376,11 @@ class SessionCookie(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["project", "domain", "path", "name"], name="uniq_session_cookie")
+            models.UniqueConstraint(
+                fields=["project", "cookie_session", "domain", "path", "name"],
+                name="uniq_session_cookie",
+                nulls_distinct=False,
+            )
         ]
 
     def __str__(self) -> str:
@@ -448,6 +499,15 @@ class Page(models.Model):
     fetched_at = models.DateTimeField(null=True, blank=True)
     fetch_ms = models.PositiveIntegerField(null=True, blank=True, help_text="How long the last fetch took.")
     fetched_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that fetched it.")
+    cookie_session = models.ForeignKey(
+        "crawl.CookieSession",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_index=False,
+        related_name="+",
+        help_text="The session of the project's pool its last fetch used.",
+    )
     extracted_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that extracted it.")
     error_code = models.CharField(max_length=40, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
@@ -626,3 +686,4 @@ class PageVersion(models.Model):
 
 
 from crawl.models.assets import MediaAsset, PageAsset  # noqa: E402, F401 - the frontier's second entity
+from crawl.models.sessions import CookieSession  # noqa: E402, F401 - a project's pool of sessions

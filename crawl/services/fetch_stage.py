@@ -58,7 +58,8 @@ from crawl.services.projects import sitemaps_offer
 from crawl.services.rendering import render_page
 from crawl.services.request_options import Signer, SignError, page_client, page_proxy, signed, signer_of
 from crawl.services.robots_cache import robots_policies
-from crawl.services.sessions import Session, request_cookies, session_load, session_save
+from crawl.services.session_pool import SessionPool, pool_load, pool_record
+from crawl.services.sessions import Session, request_cookies, session_save
 from crawlproject.queues import STAGES
 
 log = logging.getLogger("crawlhub.fetch")
@@ -164,7 +165,8 @@ class FetchPart:
     pages: list[Page] = field(default_factory=list)
     requests: list[FetchRequest] = field(default_factory=list)
     in_flight: int = 1
-    session: Session | None = None  # the project's session cookies, sent with the requests and kept from the answers
+    pool: SessionPool | None = None  # the project's sessions; each request goes with one of them:
+    sessions: list[Session | None] = field(default_factory=list)  # in the order of the pages
 
 
 @dataclass
@@ -195,9 +197,9 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
                 verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
             else:
                 verdicts.append((page, retry_or_fail(code, text, {"fetched_by": worker})))
-        session = session_load(project) if allowed else None
+        pool = pool_load(project, allowed) if allowed else None
         signer = signer_of(project) if allowed else None
-        parts, blocked = _parts(project, allowed, grants, learned, session, signer)
+        parts, blocked = _parts(project, allowed, grants, learned, pool, signer)
         fetch_round.parts += parts
         verdicts += blocked
     for job, job_verdicts in _by_job(verdicts).items():
@@ -252,10 +254,14 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
     responses = [response for _, _, part_responses in answered for response in part_responses]
     backoffs = _record_answers(pages, responses)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
+    again = _record_sessions([(part, part_responses) for _, part, part_responses in answered])
     groups = defaultdict(list)  # (token, job) -> [(page, verdict)]
     for fetch_round, part, part_responses in answered:
-        for page, response in zip(part.pages, part_responses, strict=True):
-            groups[(fetch_round.token, page.job_id)].append((page, _verdict(page, response, backoffs, fetch_round)))
+        for page, response, session in zip(part.pages, part_responses, part.sessions, strict=True):
+            verdict = again.get(page.id) or _verdict(page, response, backoffs, fetch_round)
+            if session is not None and session.owner_id is not None:
+                verdict.fields["cookie_session_id"] = session.owner_id
+            groups[(fetch_round.token, page.job_id)].append((page, verdict))
     responses_of = {page.id: response for page, response in zip(pages, responses, strict=True)}
     fetched = set()
     for (token, job), verdicts in groups.items():
@@ -326,9 +332,9 @@ def _render_all(part: FetchPart) -> list[FetchResponse]:
     project = part.project
     agent, private = user_agent_of(project), allows_private(project)
     responses = []
-    for page, request in zip(part.pages, part.requests, strict=True):
+    for page, request, session in zip(part.pages, part.requests, part.sessions, strict=True):
         time.sleep(max(0.0, request.start_at - time.time()))
-        rendered = render_request(project, page, part.session, built=request)
+        rendered = render_request(project, page, session, built=request)
         proxy, private_proxy = page_proxy(project, page)
         response = render_page(
             request.url,
@@ -339,9 +345,9 @@ def _render_all(part: FetchPart) -> list[FetchResponse]:
             request=rendered,
             timeout=request.timeout,
         )
-        if part.session is not None:
+        if session is not None:
             configured = [c for c in rendered.cookies if c not in rendered.session_cookies]
-            part.session.keep_browser(page.url, rendered.session_cookies, response.browser_cookies, configured)
+            session.keep_browser(page.url, rendered.session_cookies, response.browser_cookies, configured)
         responses.append(response)
     return responses
 
@@ -396,7 +402,7 @@ def _offer_sitemaps(project: Project, policies: dict) -> None:
 
 
 def _parts(
-    project: Project, pages: list[Page], grants: dict, learned: dict, session: Session | None, signer: Signer | None
+    project: Project, pages: list[Page], grants: dict, learned: dict, pool: SessionPool | None, signer: Signer | None
 ) -> tuple[list[FetchPart], list]:
     """The pages sent now, per host, with their requests (each at its slot, signed by `signer` when
     the project has one), and the verdicts of pages whose host is blocked or whose signing failed.
@@ -409,8 +415,12 @@ def _parts(
         if grant.refused:
             blocked.append((page, retry_or_fail("host_blocked", grant.refused)))
             continue
+        session = pool.pick(page)
+        if session is None:  # no session of the pool can take it now
+            blocked.append((page, pool.refusal(page)))
+            continue
         part = parts.setdefault(
-            page.host, FetchPart(project=project, host=page.host, in_flight=grant.in_flight, session=session)
+            page.host, FetchPart(project=project, host=page.host, in_flight=grant.in_flight, pool=pool)
         )
         request = build_request(project, page, start_at=grant.slot(len(part.pages)), session=session)
         if signer is not None:
@@ -425,6 +435,7 @@ def _parts(
             request.latest_start = learned[page.host].timestamp()
         part.pages.append(page)
         part.requests.append(request)
+        part.sessions.append(session)
     return list(parts.values()), blocked
 
 
@@ -463,13 +474,26 @@ def _keep_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> Non
     """The cookies the parts' answers set join their projects' sessions, for every worker's next requests."""
     kept = {}
     for part, responses in answered:
-        if part.session is None:
-            continue
-        for page, response in zip(part.pages, responses, strict=True):
-            part.session.keep(page.url, response.set_cookies)
-        kept[id(part.session)] = part.session
+        for page, response, session in zip(part.pages, responses, part.sessions, strict=True):
+            if session is not None:
+                session.keep(page.url, response.set_cookies)
+                kept[id(session)] = session
     for session in kept.values():
         session_save(session)
+
+
+def _record_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> dict:
+    """What the answers say of the sessions they were sent with (session_pool.pool_record): the
+    verdicts of the pages whose answer spent their session, tried again with another."""
+    return pool_record(
+        [
+            (part.pool, page, session, response)
+            for part, responses in answered
+            if part.pool is not None
+            for page, session, response in zip(part.pages, part.sessions, responses, strict=True)
+            if response.error_code != SLOT_MISSED
+        ]
+    )
 
 
 def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:

@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core.canonical import host_in_domains
 from core.hostnames import cookie_domain_allowed
-from crawl.models import Project, SessionCookie
+from crawl.models import CookieSession, Project, SessionCookie
 from crawl.policy import project_scope
 from crawl.validators import MAX_COOKIE_BYTES, MAX_COOKIES_PER_DOMAIN
 
@@ -65,6 +66,7 @@ class Session:
 
     project: Project
     enabled: bool
+    owner_id: int | None = None  # the CookieSession of the project's pool that keeps these cookies
     jar: http.cookiejar.CookieJar = field(default_factory=lambda: http.cookiejar.CookieJar(policy=_BrowserPolicy()))
     loaded: dict[CookieKey, tuple] = field(default_factory=dict)
     touched: bool = False  # an answer brought cookies: session_save has something to compare
@@ -121,7 +123,9 @@ class Session:
             del current[key]
             self._clear(*key)
         written = [
-            SessionCookie(project_id=self.project.id, domain=k[0], path=k[1], name=k[2], **fields)
+            SessionCookie(
+                project_id=self.project.id, cookie_session_id=self.owner_id, domain=k[0], path=k[1], name=k[2], **fields
+            )
             for k, fields in current.items()
             if self.loaded.get(k) != tuple(fields.values())
         ]
@@ -135,17 +139,26 @@ class Session:
             self.jar.clear(domain, path, name)
 
 
-def session_load(project: Project) -> Session:
-    """The project's unexpired session cookies (none when it does not keep cookies)."""
-    session = Session(project=project, enabled=project.keep_cookies and project.pk is not None)
-    if not session.enabled:
-        return session
-    rows = SessionCookie.objects.filter(project=project).exclude(expires_at__lte=timezone.now())
+def session_load(project: Project, *, owner: int | None = None) -> Session:
+    """The project's unexpired session cookies kept by `owner`, one session of its pool (none when
+    it does not keep cookies)."""
+    return sessions_load(project, owners=[owner])[owner]
+
+
+def sessions_load(project: Project, *, owners: list[int | None]) -> dict[int | None, Session]:
+    """session_load for several sessions of the project's pool, in one query."""
+    enabled = project.keep_cookies and project.pk is not None
+    sessions = {owner: Session(project=project, enabled=enabled, owner_id=owner) for owner in owners}
+    if not enabled or not owners:
+        return sessions
+    ids, unowned = [o for o in owners if o is not None], None in sessions
+    owned = Q(cookie_session_id__in=ids) | Q(cookie_session__isnull=True) if unowned else Q(cookie_session_id__in=ids)
+    rows = SessionCookie.objects.filter(owned, project=project).exclude(expires_at__lte=timezone.now())
     for row in rows:
-        cookie = _to_cookie(row)
+        session, cookie = sessions[row.cookie_session_id], _to_cookie(row)
         session.jar.set_cookie(cookie)
         session.loaded[(row.domain, row.path, row.name)] = tuple(_row_fields(cookie).values())
-    return session
+    return sessions
 
 
 @transaction.atomic
@@ -156,17 +169,18 @@ def session_save(session: Session) -> int:
     if not session.touched:
         return 0
     session.touched = False
-    SessionCookie.objects.filter(project=session.project, expires_at__lte=timezone.now()).delete()
+    own = SessionCookie.objects.filter(project=session.project, cookie_session_id=session.owner_id)
+    own.filter(expires_at__lte=timezone.now()).delete()
     written, removed = session.changes()
     if written:
         SessionCookie.objects.bulk_create(
             written,
             update_conflicts=True,
-            unique_fields=["project", "domain", "path", "name"],
+            unique_fields=["project", "cookie_session", "domain", "path", "name"],
             update_fields=["value", "secure", "http_only", "expires_at", "updated_at"],
         )
     for domain, path, name in removed:
-        SessionCookie.objects.filter(project=session.project, domain=domain, path=path, name=name).delete()
+        own.filter(domain=domain, path=path, name=name).delete()
     for cookie in written:
         session.loaded[(cookie.domain, cookie.path, cookie.name)] = (
             cookie.value,
@@ -180,8 +194,12 @@ def session_save(session: Session) -> int:
 
 
 def session_forget(*, project: Project) -> int:
-    """Log the project out: delete its session cookies. Returns the cookies deleted."""
+    """Log the project out: delete its session cookies and retire its pool's sessions (new ones log
+    in). Returns the cookies deleted."""
     deleted, _ = SessionCookie.objects.filter(project=project).delete()
+    CookieSession.objects.filter(project=project, slot__isnull=False).update(
+        state=CookieSession.State.RETIRED, slot=None, retired_at=timezone.now(), retired_reason="forgotten"
+    )
     return deleted
 
 

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from core.canonical import server_of, url_key
-from crawl.models import Page, Project, SessionCookie
+from crawl.models import CookieSession, Page, Project, SessionCookie
 from crawl.services.fetch_stage import pages_fetch
 from tests.servers import Site, SiteServer
 
@@ -43,7 +43,10 @@ def test_a_rendered_page_is_requested_as_configured_and_keeps_the_cookies_chromi
             request_headers={"Accept-Language": "fr"},
             allowed_domains="127.0.0.1",
         )
-        SessionCookie.objects.create(project=project, domain="127.0.0.1", path="/", name="sid", value="logged-in")
+        owner = CookieSession.objects.create(project=project, slot=0)  # the first session of its pool
+        SessionCookie.objects.create(
+            project=project, cookie_session=owner, domain="127.0.0.1", path="/", name="sid", value="logged-in"
+        )
         own = {
             "method": "POST",
             "body": "q=lamps",
