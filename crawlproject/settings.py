@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_ace",  # the console's code editor (Ace), its files served from here: no CDN
     "crawl",
+    "fetch",
     "scrape",
     "media",
     "sinks",

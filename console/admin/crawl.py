@@ -28,7 +28,7 @@ from console.masking import MASK
 from console.models import Job
 from console.selectors import project_progress
 from crawl.models import Project
-from crawl.services.sessions import session_forget
+from fetch.cookies import session_forget
 
 MASKED = {name: f"masked_{name}" for name in SECRETS}  # a secret field -> its masked, read-only display
 

@@ -12,7 +12,7 @@ from core.net.client import FetchResponse
 from crawl.frontier import stages
 from crawl.frontier.pages import pages_claim_for_fetch, pages_finish
 from crawl.models import Page
-from crawl.services.outcomes import outcome
+from fetch.outcomes import outcome
 
 pytestmark = pytest.mark.django_db
 
