@@ -15,7 +15,7 @@ from core.canonical import host_of
 from crawl.models import Host, MediaAsset
 from crawl.services.projects import project_get_or_create, seeds_add
 from media.services import assets_download
-from tests.crawl.test_politeness import crawl, start
+from tests.fetch.test_services import crawl, start
 from tests.servers import Site, SiteServer
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
