@@ -166,7 +166,8 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
             hosts_release(token, hosts=hosts)
     pages = [page for _, part, _ in answered for page in part.pages]
     responses = [response for _, _, part_responses in answered for response in part_responses]
-    backoffs = _record_answers(pages, responses)
+    answers, reachable, failed = _answers_of(pages, responses)
+    backoffs = hosts_record_answers(answers, reachable=reachable, unreachable=failed)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
     groups = defaultdict(list)  # (token, job) -> [(page, verdict)]
     for fetch_round, part, part_responses in answered:
@@ -315,9 +316,9 @@ def _keep_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> Non
         session_save(session)
 
 
-def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
-    """What the hosts answered (hosts_record_answers): the hosts none of whose requests got through
-    count a failure in a row, those that answered start again from none. Returns {host: held until}."""
+def _answers_of(pages: list[Page], responses: list[FetchResponse]) -> tuple[list[HostAnswer], set[str], set[str]]:
+    """What the hosts answered, for hosts_record_answers: each response's answer, the hosts that
+    answered at all, and those none of whose requests got through."""
     reachable, failed = set(), set()
     for page, response in zip(pages, responses, strict=True):
         if response.status_code is not None:
@@ -325,7 +326,7 @@ def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
         elif response.error_code in UNREACHABLE:
             failed.add(page.host)
     answers = [HostAnswer(host_of(r.url), r.status_code, r.headers.get("retry-after", "")) for r in responses]
-    return hosts_record_answers(answers, reachable=reachable, unreachable=failed)
+    return answers, reachable, failed
 
 
 def _store_contents(verdicts: list, responses: dict[int, FetchResponse], written: set[int]) -> list[int]:
