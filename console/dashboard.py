@@ -38,8 +38,8 @@ from console.selectors import (
     stage_backlog,
 )
 from crawl.frontier.stages import ASSET_PENDING_STATES, FETCH, PAGE_PENDING_STATES
+from crawl.hosts.backoff import hosts_slowed
 from crawl.models import MediaAsset, Page, Project
-from crawl.services.backoff import hosts_slowed
 
 WINDOWS = {"5m": 5, "1h": 60, "1d": 24 * 60}  # minutes, as pyspider shows them
 CHART_MINUTES = 60

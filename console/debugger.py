@@ -24,8 +24,8 @@ from core.canonical import InvalidURL, canonicalize, server_of, url_key
 from core.net.client import FetchRequest
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
-from crawl.services.request_options import Signer, SignError
 from crawlproject.control_tasks import DEBUG_RUN
+from fetch.requests import Signer, SignError
 from scrape.extraction import PageResult
 from scrape.sandbox import Limits, SandboxStopped, sandbox_response, sandbox_run, sources_run
 from scrape.spider_request import Request

@@ -15,13 +15,12 @@ from core.net.client import FetchResponse, fetch_many, runner
 from crawl.frontier.discovery import existing_keys, seed_request, within_budget, within_host_budgets
 from crawl.frontier.stages import page_renders
 from crawl.frontier.verdicts import Link
+from crawl.hosts.robots_cache import robots_policies
 from crawl.models import Page, Project
 from crawl.policy import allows_private, fetch_limits, project_scope, user_agent_of
-from crawl.services.fetch_stage import build_request, render_request
-from crawl.services.rendering import render_page
-from crawl.services.request_options import Signer, SignError, page_client, page_proxy, signed
-from crawl.services.robots_cache import robots_policies
-from crawl.services.session_pool import first_session
+from fetch.rendering import render_page
+from fetch.requests import Signer, SignError, build_request, page_client, page_proxy, render_request, signed
+from fetch.session_pool import first_session
 from scrape.extraction import PageResult, extract_page, extraction_fields
 from scrape.extractors import media_kind_of
 from scrape.rules import RuleError, compile_css, compile_xpath, match_texts, parse_html

@@ -1,5 +1,5 @@
-"""Project policy the stages share: identity (user agent), reach (private addresses, scope), limits
-and media rules. The fetch, extract and download stages and the console read them here."""
+"""Project policy the stages share: identity (user agent), reach (private addresses, scope), limits,
+the rules' stamp and media rules. The fetch, extract and download stages and the console read them here."""
 
 from collections.abc import Callable
 from typing import TypeVar
@@ -30,6 +30,11 @@ def user_agent_of(project: Project) -> str:
 
 def allows_private(project: Project) -> bool:
     return project.allow_private or settings.CRAWL_ALLOW_PRIVATE
+
+
+def rules_stamp(project: Project) -> str:
+    """What a page was extracted with (pyspider's itag): a change of the rules makes it due again."""
+    return project.rules_changed_at.isoformat() if project.rules_changed_at else ""
 
 
 # One per-process cache of what is derived from a project's configuration, keyed by its change stamp

@@ -1,6 +1,7 @@
 """Thin Celery tasks of the crawl app: take ids, call one service (the frontier publishes what is
-owed next). `job`, where a task takes it, is the console's job the message was published for: the
-task-prerun hook (crawlproject/logconfig.py) puts it in the log context and on the messages the task publishes."""
+owed next; the fetch stage's tasks are in fetch/tasks.py). `job`, where a task takes it, is the
+console's job the message was published for: the task-prerun hook (crawlproject/logconfig.py) puts
+it in the log context and on the messages the task publishes."""
 
 from celery import shared_task
 from django.db import transaction
@@ -9,21 +10,8 @@ from crawl.frontier.reaper import reap
 from crawl.frontier.recrawl import pages_dispatch, pages_recrawl_all, tick_owes
 from crawl.frontier.stages import job_scope
 from crawl.models import Project
-from crawl.services.fetch_stage import pages_fetch
 from crawl.signals import recrawl_due
 from crawlproject.control_tasks import DISPATCH, REAP
-from crawlproject.queues import FETCH, RENDER, STAGES
-
-
-@shared_task(name=STAGES[FETCH].task, bind=True, **STAGES[FETCH].limits())
-def fetch_batch(self, page_ids: list[int], job: int | None = None, wake: str | None = None) -> int:
-    """`page_ids` empty: a wake-up (booked for the time `wake`), which claims what is ready."""
-    return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", wake=wake))
-
-
-@shared_task(name=STAGES[RENDER].task, bind=True, **STAGES[RENDER].limits())
-def render_batch(self, page_ids: list[int], job: int | None = None, wake: str | None = None) -> int:
-    return len(pages_fetch(page_ids=page_ids, worker=self.request.hostname or "", render=True, wake=wake))
 
 
 @shared_task(name=DISPATCH.name, **DISPATCH.limits())

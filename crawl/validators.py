@@ -80,7 +80,7 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
 
 
 # Browsers' limits (RFC 6265 section 6.1 asks a browser to keep at least 4096 bytes a cookie and 50
-# cookies a domain): the session jar (crawl/services/sessions.py) and a project's own cookies keep to them.
+# cookies a domain): the session jar (fetch/cookies.py) and a project's own cookies keep to them.
 MAX_COOKIE_BYTES = 4096  # name and value, in UTF-8
 MAX_COOKIES_PER_DOMAIN = 50
 

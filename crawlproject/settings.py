@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_ace",  # the console's code editor (Ace), its files served from here: no CDN
     "crawl",
+    "fetch",
     "scrape",
     "media",
     "sinks",
@@ -328,7 +329,7 @@ CRAWL_RETRY_BASE_SECONDS = env.float("CRAWL_RETRY_BASE_SECONDS", default=30.0)
 # up to the maximum.
 CRAWL_RETRY_LONG_SECONDS = env.float("CRAWL_RETRY_LONG_SECONDS", default=300.0)
 CRAWL_RETRY_MAX_SECONDS = env.float("CRAWL_RETRY_MAX_SECONDS", default=6 * 3600.0)
-# A host that answers 429/503 without Retry-After is slowed down (crawl/services/backoff.py): such
+# A host that answers 429/503 without Retry-After is slowed down (crawl/hosts/backoff.py): such
 # answers within the window of the first count as one incident (one doubling of its extra delay),
 # and after the quiet period without one its delay is back at the configured floor.
 CRAWL_THROTTLE_WINDOW_SECONDS = env.float("CRAWL_THROTTLE_WINDOW_SECONDS", default=30.0)

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core.canonical import url_key
+from core.canonical import server_of, url_key
 from core.net.client import SLOT_MISSED
 from core.storage import StorageUnavailable, store_file
 from core.tempfiles import clean_stale_temp
@@ -15,10 +15,12 @@ from crawl.frontier.assets import assets_finish, assets_insert, assets_wake_when
 from crawl.frontier.stages import DOWNLOAD
 from crawl.frontier.verdicts import Done, Fail, Postpone, Retry, Verdict, retry_or_fail
 from crawl.frontier.wakeups import wakeup_taken
+from crawl.hosts.answers import HostAnswer, hosts_record_answers
+from crawl.hosts.claims import IDLE_RETRY_SECONDS
+from crawl.hosts.politeness import hosts_release
 from crawl.results import assets_stored
-from crawl.services.politeness import hosts_release
 from crawlproject.queues import STAGES
-from media.claims import IDLE_RETRY_SECONDS, assets_claim_round, hosts_record_answers
+from media.claims import assets_claim_round
 from media.downloaders.plain_http import Download
 from media.transfers import Fetched, download_assets
 
@@ -50,7 +52,9 @@ def assets_download(*, asset_ids: list[int], worker: str = "", wake: str | None 
             fetched = download_assets(claim.assets, claim.slots)
         finally:
             hosts_release(claim.token)
-        hosts_record_answers([f for item in fetched for f in item.files])
+        hosts_record_answers(
+            HostAnswer(server_of(f.url), f.status_code, f.retry_after) for i in fetched for f in i.files
+        )
         finished = [f.asset.id for f in fetched if _finish(f, claim.token, worker)]
     finally:  # a write that failed (the database restarting) leaves no temp file behind
         for item in fetched:

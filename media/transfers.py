@@ -15,12 +15,12 @@ from core.mediarules import MediaRules
 from core.net.client import SLOT_MISSED, runner
 from core.net.transport import deadline_passed, send_deadline
 from core.tempfiles import temp_dir
+from crawl.hosts.claims import LATE_SECONDS
+from crawl.hosts.credentials import secrets_go_to
+from crawl.hosts.politeness import hosts_learn_delays
+from crawl.hosts.robots_cache import robots_policies
 from crawl.models import MediaAsset, Project
 from crawl.policy import allows_private, fetch_limits, project_media_rules, project_scope, user_agent_of
-from crawl.services.credentials import secrets_go_to
-from crawl.services.fetch_stage import LATE_SECONDS
-from crawl.services.politeness import hosts_learn_delays
-from crawl.services.robots_cache import robots_policies
 from media.downloaders import HTTP, Options, download_with
 from media.downloaders.plain_http import Download, download
 from media.sniff import sniff_mime

@@ -29,9 +29,9 @@ from crawl.frontier.stages import EXTRACT, job_scope
 from crawl.frontier.verdicts import Done, Fail
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent
+from crawl.policy import rules_stamp
 from crawl.results import pages_extracted
 from crawl.services.freshness import revisit, versions_record
-from crawl.services.outcomes import rules_stamp
 from crawlproject.queues import STAGES
 from scrape.extraction import PageResult, extract_page
 

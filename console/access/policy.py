@@ -12,8 +12,8 @@ from django.db.models import Q, QuerySet
 
 from console.access.roles import ADMIN, OPERATOR, VIEWER
 from console.models import ProjectAccess
+from crawl.hosts.credentials import holds_secrets
 from crawl.models import Project
-from crawl.services.credentials import holds_secrets
 
 ALL_PROJECTS = "console.view_all_projects"
 NETWORK = "console.change_network_settings"

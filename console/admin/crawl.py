@@ -29,7 +29,7 @@ from console.models import Job
 from console.runs import jobs, steering
 from console.selectors import project_progress
 from crawl.models import Project
-from crawl.services.sessions import session_forget
+from fetch.cookies import session_forget
 
 MASKED = {name: f"masked_{name}" for name in SECRETS}  # a secret field -> its masked, read-only display
 

@@ -11,8 +11,8 @@ from console.access.policy import may, projects_for
 from console.admin.access import OwnerChoices
 from console.masking import MASK, masked_map, masked_url, unmasked_map, unmasked_url
 from console.models import ProjectAccess
+from crawl.hosts.credentials import secrets_refusal
 from crawl.models import Project, Seed
-from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import project_named_alike, seed_problem, slug_free
 from scrape.models import RuleSet
 

@@ -17,8 +17,8 @@ from console.access.policy import may, projects_for
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.admin.lists import CappedPaginator, recent_values_filter
 from console.tryurl import fate_groups, trial_report, try_url
+from crawl.hosts.credentials import secrets_refusal
 from crawl.models import Project
-from crawl.services.credentials import secrets_refusal
 from scrape.models import Item, RuleSet
 
 

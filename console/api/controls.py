@@ -16,8 +16,8 @@ from rest_framework.views import APIView
 from console.access.policy import may, sees_all
 from console.runs.control import host_block, host_unblock
 from console.tryurl import trial_report, try_url
+from crawl.hosts.credentials import secrets_refusal
 from crawl.models import Host
-from crawl.services.credentials import secrets_refusal
 from scrape.models import RuleSet
 from scrape.rules import RuleError
 

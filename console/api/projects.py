@@ -20,8 +20,8 @@ from console.models import Job
 from console.runs import jobs, steering
 from console.runs.workers import jobs_open, pipeline_warnings
 from console.selectors import project_errors, project_progress, stage_backlog
+from crawl.hosts.credentials import secrets_refusal
 from crawl.models import Project, Seed
-from crawl.services.credentials import secrets_refusal
 from crawl.services.projects import project_create
 
 from . import serializers as s

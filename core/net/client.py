@@ -120,7 +120,7 @@ KEEPALIVE = 5.0  # seconds an idle connection is kept
 def no_cookies() -> http.cookiejar.CookieJar:
     """A cookie jar that keeps nothing. One client serves every project of a process: cookies it
     kept would go to another project's requests. A project's own session is kept per project, in
-    the database (crawl/services/sessions.py), and sent as a header."""
+    the database (fetch/cookies.py), and sent as a header."""
     return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from core.batchsql import chunked
 from crawl.health import health_count
+from crawl.hosts.codes import BACKOFF_CODES
 from crawl.models import Page, PageContent, Project
 
 from . import stages
@@ -219,9 +220,6 @@ def _drop_stale_bodies(page_ids: list[int]) -> None:
     earlier answer: re-extraction must not turn it `done` with that body's items."""
     if page_ids:
         PageContent.objects.filter(page_id__in=page_ids).delete()
-
-
-BACKOFF_CODES = ("http_429", "http_503", "host_backoff")
 
 
 def _fetches_count(verdicts: list[tuple[Page, Verdict]]) -> None:

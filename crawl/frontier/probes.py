@@ -1,6 +1,6 @@
 """Pages of hosts that went down: one of them carries each probe of its host, and the moment the
 host answers again, all of them are due (their own retry back-off never keeps a live site
-waiting). The host's side (down, held, probed) is crawl/services/politeness.py's."""
+waiting). The host's side (down, held, probed) is crawl/hosts/politeness.py's."""
 
 from django.db.models import Q
 from django.utils import timezone

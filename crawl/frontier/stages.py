@@ -63,7 +63,7 @@ def publish_fetch(
     """Wake the fetch stage for these pages (the render stage for pages of projects that render
     JavaScript), now or in `countdown` seconds. The rows are the queue: a wake-up carries no ids,
     and the worker it reaches claims whatever is ready then, across hosts and projects
-    (crawl/services/fetch_stage.py). `batch=1` is the reaper's: pages a dead worker held among others
+    (fetch/rounds.py). `batch=1` is the reaper's: pages a dead worker held among others
     go out one id per message, claimed alone, so a page that kills its worker fails alone."""
     if not page_ids:
         return

@@ -1,1 +1,1 @@
-"""Services of the crawl app: writes to the frontier, fetching, robots cache, reaper."""
+"""Services of the crawl app: projects and seeds, freshness, recrawl schedules."""

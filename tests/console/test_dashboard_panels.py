@@ -12,7 +12,7 @@ from core.net.client import FetchResponse
 from crawl.frontier import stages
 from crawl.frontier.pages import pages_claim_for_fetch, pages_finish
 from crawl.models import Page
-from crawl.services.outcomes import outcome
+from fetch.outcomes import outcome
 
 pytestmark = pytest.mark.django_db
 
@@ -75,8 +75,8 @@ def test_it_draws_failed_fetches_apart_and_counts_304s_as_answered(project, djan
 def test_it_says_why_each_of_its_hosts_is_slow_and_until_when(project, make_project):
     """One line per host of the project that something slows: throttled after 429s (until the quiet
     period ends), down (probed), or held by a Retry-After; not other projects' hosts."""
+    from crawl.hosts.politeness import host_back_off, hosts_note_failures, hosts_throttle
     from crawl.models import Host
-    from crawl.services.politeness import host_back_off, hosts_note_failures, hosts_throttle
 
     for host in ("busy.test", "down.test", "asked.test", "fine.test"):
         queued_pages(project, host, 1)

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from crawl.models import Page, Project
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
+from fetch.services import pages_fetch
 from scrape.models import Item, RuleSet
 from scrape.services import pages_extract
 from tests.console.test_admin_browser import chromium_page

@@ -9,8 +9,8 @@ import pytest
 
 from console.runs.control import pages_recrawl
 from crawl.models import Page, Project
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
+from fetch.services import pages_fetch
 from scrape.models import Item
 from scrape.services import pages_extract
 from scrape.spider_versions import spider_version_deploy

@@ -194,8 +194,8 @@ def test_the_fetch_stage_asks_robots_txt_about_the_url_as_the_site_linked_it(db)
     from crawl.frontier.discovery import pages_discover
     from crawl.frontier.verdicts import Link
     from crawl.models import Page
-    from crawl.services.fetch_stage import pages_fetch
     from crawl.services.projects import project_get_or_create, seeds_add
+    from fetch.services import pages_fetch
     from tests.servers import Site, SiteServer
 
     site = Site(default=(200, {"Content-Type": "text/html"}, b"<html><body>ok</body></html>"))
@@ -221,10 +221,10 @@ def test_a_robots_txt_that_answers_5xx_holds_its_host_and_fails_no_page(db, sett
 
     from django.utils import timezone
 
+    from crawl.hosts import robots_cache
     from crawl.models import Host, Page
-    from crawl.services import robots_cache
-    from crawl.services.fetch_stage import pages_fetch
     from crawl.services.projects import project_get_or_create, seeds_add
+    from fetch.services import pages_fetch
     from tests.servers import Site, SiteServer
 
     settings.CRAWL_RETRY_BASE_SECONDS = 30.0  # the shipped schedule: the hold starts there

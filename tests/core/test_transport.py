@@ -171,7 +171,7 @@ def test_a_malformed_answer_is_a_protocol_error_with_a_short_message():
 
 def test_a_redirect_is_reported_not_followed_and_no_cookie_is_kept_by_aiohttp():
     """The shared client keeps no cookie (one project's session must never reach another's
-    requests: sessions are kept per project, crawl/services/sessions.py); aiohttp adds none either."""
+    requests: sessions are kept per project, fetch/cookies.py); aiohttp adds none either."""
 
     def moved_with_cookie(conn, server):
         if len(server.requests) == 1:

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from console.health.models import Alert, Monitor
-from core.canonical import host_of
+from core.canonical import server_of
 from crawl.frontier.recrawl import pages_recrawl_all
 from crawl.models import Host, Page
 from crawl.services.projects import project_get_or_create
@@ -93,7 +93,7 @@ def test_a_burst_refused_with_429_and_503_is_one_incident_and_is_forgiven(worker
     assert min(gaps) >= DELAY, "never closer than the configured delay"
     assert again["pages_fetched"] == 9 and len(recrawled) == 9
     assert min(regaps) >= DELAY and max(regaps) < DELAY + 1.0, "forgiven: back at the configured delay"
-    assert Host.objects.get(host=host_of(server.url)).throttle_delay == 0.0
+    assert Host.objects.get(host=server_of(server.url)).throttle_delay == 0.0
 
 
 def monitored_outage(workers, env: dict, *, down_for: float, monitor: dict, timeout: float) -> dict:

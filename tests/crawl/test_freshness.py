@@ -18,9 +18,9 @@ from crawl.frontier.discovery import pages_discover
 from crawl.frontier.recrawl import pages_dispatch
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, PageVersion
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.freshness import revisit
 from crawl.services.projects import project_get_or_create, seeds_add
+from fetch.services import pages_fetch
 from scrape.services import pages_extract
 from tests.servers import Site, SiteServer
 
@@ -149,7 +149,9 @@ def test_only_the_frontier_sets_countdowns_and_they_stay_short():
     from crawl.frontier.wakeups import wakeup_at, wakeups_group
 
     code = [
-        p for app in ("crawl", "scrape", "media", "crawlproject") for p in Path(settings.BASE_DIR, app).rglob("*.py")
+        p
+        for app in ("crawl", "fetch", "scrape", "media", "crawlproject")
+        for p in Path(settings.BASE_DIR, app).rglob("*.py")
     ]
     setting = [p for p in code if re.search(r"\b(countdown|eta)\s*=", p.read_text())]
     offenders = [str(p) for p in setting if "frontier" not in p.parts]

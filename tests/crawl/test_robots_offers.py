@@ -9,8 +9,8 @@ from core.canonical import Scope, host_of
 from core.net.guard import allow_networks
 from crawl.models import Page, Project, Seed
 from crawl.policy import project_scope
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
+from fetch.services import pages_fetch
 from tests.console.test_permissions import change_form_data
 from tests.servers import Site, SiteServer
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 from console.health.models import Alert, HealthCounter, Monitor
 from core.canonical import host_of
 from core.net.addresses import addresses_forget
+from crawl.hosts.politeness import HOLD_AFTER_FAILURES, hosts_grant, hosts_note_failures, hosts_release
 from crawl.models import Host, HostLease, Page
-from crawl.services.politeness import HOLD_AFTER_FAILURES, hosts_grant, hosts_note_failures, hosts_release
 
 A, B = "127.0.0.1:8001", "127.0.0.1:8002"
 

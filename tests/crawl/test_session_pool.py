@@ -10,8 +10,8 @@ from core.canonical import host_of, url_key
 from core.net.client import FetchResponse
 from crawl.frontier.verdicts import Postpone
 from crawl.models import CookieSession, Page, Project, SessionCookie
-from crawl.services.session_pool import pool_load, pool_record, session_retire
 from crawl.session_rules import BLOCKED, ERROR, EXPIRED, OK, SessionRules, statuses_of
+from fetch.session_pool import pool_load, pool_record, session_retire
 
 SITE = "http://shop.test"
 LOGIN = f"{SITE}/login"

@@ -145,7 +145,7 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
     is fetched and extracted, and the page it links to is fetched."""
     from core.canonical import server_of
     from crawl.models import Host
-    from crawl.services.fetch_stage import pages_fetch
+    from fetch.services import pages_fetch
     from scrape.services import pages_extract
 
     settings.CRAWL_FETCH_SESSION_SECONDS, settings.CRAWL_RETRY_BASE_SECONDS = 0, 30.0
@@ -197,7 +197,7 @@ def test_a_fetch_wake_up_after_the_extract_backlog_cleared_fetches_at_once(db, s
     process the wake-up reaches counted the backlog a moment before (it keeps that count a while),
     yet it fetches the project's due page now."""
     from crawl.frontier import pages as frontier_pages
-    from crawl.services.fetch_stage import pages_fetch
+    from fetch.services import pages_fetch
 
     monkeypatch.setattr(frontier_pages, "BACKLOG_SECONDS", 3600)
     settings.CRAWL_FETCH_SESSION_SECONDS, settings.CRAWL_EXTRACT_BATCH = 0, 2

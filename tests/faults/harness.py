@@ -31,8 +31,8 @@ import redis
 from bench.check import assert_complete, canon_path
 from bench.sitegen import Site
 from bench.truth import ground_truth
-from crawl.services.fetch_session import IN_FLIGHT_BATCHES
 from crawlproject.queues import QUEUES
+from fetch.loop import IN_FLIGHT_BATCHES
 from tests.conftest import BASE_DIR, generated_site, last_json_line
 from tests.helpers import wait_until
 from tests.servers import SiteServer

@@ -14,7 +14,7 @@ from core.canonical import server_of
 from crawl.models import Host, MediaAsset
 from crawl.services.projects import project_get_or_create, seeds_add
 from media.services import assets_download
-from tests.crawl.test_politeness import crawl, start
+from tests.fetch.test_services import crawl, start
 from tests.helpers import wait_until
 from tests.servers import Site, SiteServer
 

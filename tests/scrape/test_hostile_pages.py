@@ -7,8 +7,8 @@ import json
 import pytest
 
 from crawl.models import MediaAsset, Page, Project
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
+from fetch.services import pages_fetch
 from scrape.extractors import extract_html
 from scrape.metadata import MAX_JSON_LD_DEPTH
 from scrape.models import Item, RuleSet

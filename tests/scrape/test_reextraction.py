@@ -5,8 +5,8 @@ import pytest
 
 from crawl.frontier.pages import pages_requeue
 from crawl.models import Page, PageContent
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
+from fetch.services import pages_fetch
 from scrape.models import Item
 from scrape.services import pages_extract, pages_reextract
 from tests.servers import Site, SiteServer

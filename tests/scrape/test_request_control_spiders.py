@@ -14,8 +14,8 @@ from core.net.guard import allow_networks
 from crawl.frontier.discovery import pages_discover
 from crawl.frontier.verdicts import Link
 from crawl.models import Page
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import project_get_or_create
+from fetch.services import pages_fetch
 from scrape.models import Item
 from scrape.spiders import Request
 from tests.conftest import run_manage

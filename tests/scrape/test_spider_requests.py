@@ -17,8 +17,9 @@ from crawl.frontier.discovery import pages_discover
 from crawl.frontier.verdicts import Link
 from crawl.models import Page
 from crawl.policy import project_config_changed
-from crawl.services.fetch_stage import build_request, pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
+from fetch.requests import build_request
+from fetch.services import pages_fetch
 from scrape.example_spiders import ExampleApiSpider
 from scrape.models import HandlerLog, Item
 from scrape.services import pages_extract, pages_reextract

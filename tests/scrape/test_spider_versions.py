@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 from console.models import Job
 from console.runs.jobs import job_begin
 from crawl.models import Page, Project
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
+from fetch.services import pages_fetch
 from scrape.models import Item, SpiderCheck, SpiderVersion
 from scrape.services import pages_extract
 from scrape.spider_code import SpiderCodeError

@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 from console.runs.control import pages_recrawl
 from core.canonical import url_key
 from crawl.models import Page, PageVersion
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.freshness import versions_record
 from crawl.services.projects import project_get_or_create, seeds_add
+from fetch.services import pages_fetch
 from scrape.services import pages_extract
 from tests.helpers import wait_until
 from tests.servers import Site, SiteServer

@@ -6,8 +6,6 @@ package has an import circle among its own modules."""
 import ast
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import BASE_DIR
 
 # What each package may import of ours (besides itself).
@@ -28,10 +26,6 @@ STAGES = ("fetch", "scrape", "media", "sinks")  # peers: each hands the next its
 
 # Circles among a package's own modules that are kept, each with its reason (reviewed: none needed today).
 EXCEPTIONS: dict[frozenset[str], str] = {}
-# TEMPORARY: circles other work in progress removes (issue 43); the lead empties this list after merging.
-TEMPORARY: dict[frozenset[str], str] = {
-    frozenset({"crawl.services.fetch_session", "crawl.services.fetch_stage"}): "two loops drive one round (fetch/)",
-}
 
 
 def imported_modules(path: Path, root: Path = BASE_DIR) -> set[str]:
@@ -202,14 +196,13 @@ def test_a_stage_importing_another_is_caught(tmp_path):
 
 def test_no_package_has_an_import_circle():
     circles = {frozenset(circle) for circle in import_circles()}
-    assert circles - set(EXCEPTIONS) - set(TEMPORARY) == set()
+    assert circles - set(EXCEPTIONS) == set()
 
 
-@pytest.mark.parametrize("kept", ["EXCEPTIONS", "TEMPORARY"])
-def test_each_kept_circle_is_still_there(kept):
-    """A circle that was broken leaves its list (TEMPORARY empties as the work it waits for lands)."""
+def test_each_kept_circle_is_still_there():
+    """A circle that was broken leaves the list of exceptions."""
     circles = {frozenset(circle) for circle in import_circles()}
-    assert set(globals()[kept]) - circles == set()
+    assert set(EXCEPTIONS) - circles == set()
 
 
 def test_an_import_circle_is_caught(tmp_path):

@@ -3,8 +3,8 @@
 import pytest
 import redis
 
-from crawl.tasks import fetch_batch
 from crawlproject.processes import WorkerProcess
+from fetch.tasks import fetch_batch
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ from django.utils import timezone
 from crawl.frontier.pages import pages_next_due
 from crawl.frontier.stages import FETCH, wake_stage
 from crawl.frontier.wakeups import session_leave, session_take
-from crawl.services.fetch_stage import claim_round, parts_finish, round_prepare, round_start, wake_for_next
+from crawl.hosts.politeness import GRANT_AHEAD_SECONDS
 
-from .politeness import GRANT_AHEAD_SECONDS
+from .rounds import claim_round, parts_finish, round_prepare, round_start, wake_for_next
 
 TICK_SECONDS = 0.1
 # Rounds in flight at once, in fetch batches (CRAWL_FETCH_BATCH): a round's requests wait for their

@@ -1,7 +1,7 @@
 """A project's session: the cookies its own sites set (Set-Cookie), kept in the database so every
 worker sends them, and sent back by the cookie rules of the standard library's http.cookiejar
 (domain, path, secure, expiry) until they expire. A spider that logs in (POSTs a form) stays logged
-in. Like the project's own cookies (credentials.py), a session cookie is kept from, and sent to,
+in. Like the project's own cookies (crawl/hosts/credentials.py), a session cookie is kept from, and sent to,
 the project's own sites only. Rendered pages give Chromium the session and keep what it receives.
 """
 
@@ -20,11 +20,10 @@ from django.utils import timezone
 
 from core.canonical import host_in_domains
 from core.hostnames import cookie_domain_allowed
+from crawl.hosts.credentials import secrets_go_to
 from crawl.models import CookieSession, Project, SessionCookie
 from crawl.policy import project_scope
 from crawl.validators import MAX_COOKIE_BYTES, MAX_COOKIES_PER_DOMAIN
-
-from .credentials import secrets_go_to
 
 CookieKey = tuple[str, str, str]  # (domain, path, name), as http.cookiejar keys them
 # A bigger cookie is not kept; past the counts, the cookies learnt or changed last are kept.

@@ -12,9 +12,9 @@ from rest_framework.test import APIClient
 
 from core.net.guard import allow_networks
 from crawl.models import Page, Project, SessionCookie
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
-from crawl.services.sessions import session_load, session_save
+from fetch.cookies import session_load, session_save
+from fetch.services import pages_fetch
 from tests.servers import Site, SiteServer
 
 pytestmark = pytest.mark.django_db
@@ -146,7 +146,7 @@ def test_a_cookie_for_a_public_suffix_or_part_of_an_ip_address_is_refused(url, s
 
 def test_a_login_session_is_a_secret_that_keeps_off_site_seeds_to_the_network_permission():
     """Issue 47, point 6: a project whose only secret is its session holds secrets."""
-    from crawl.services.credentials import holds_secrets, secrets_refusal
+    from crawl.hosts.credentials import holds_secrets, secrets_refusal
 
     project = Project.objects.create(name="login", slug="login", allowed_domains="shop.test")
     assert not holds_secrets(project) and secrets_refusal(project, "http://elsewhere.test/") is None

@@ -6,8 +6,8 @@ from django.conf import settings
 
 from core.net.guard import allow_networks
 from crawl.models import Page, Seed
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
+from fetch.services import pages_fetch
 from tests.servers import Site, SiteServer
 
 

@@ -1,4 +1,4 @@
-"""Headless Chromium for the render queue, kept in a thread of its own.
+"""Headless Chromium for the render queue: a round's pages one at a time, in a thread of its own.
 
 Playwright's sync API leaves an asyncio loop running in the thread that uses it, and Django then
 refuses database calls from that thread (SynchronousOnlyOperation). So the browser lives in one
@@ -9,11 +9,17 @@ hands it URLs and waits for the answers.
 import os
 import queue
 import threading
+import time
 from concurrent.futures import Future
 
 from django.conf import settings
 
-from core.net.client import FetchResponse, RenderRequest
+from core.net.client import FetchRequest, FetchResponse, RenderRequest
+from crawl.models import Page, Project
+from crawl.policy import allows_private, user_agent_of
+
+from .cookies import Session
+from .requests import page_proxy, render_request
 
 _THREAD: tuple[int, queue.Queue] | None = None
 
@@ -49,6 +55,33 @@ def render_page(
         )
     )
     return future.result()
+
+
+def render_all(
+    project: Project, pages: list[Page], requests: list[FetchRequest], sessions: list[Session | None]
+) -> list[FetchResponse]:
+    """One page at a time in this process's headless Chromium, each at its politeness slot, with
+    what its request carries (method, body, headers, cookies, validators) and its session."""
+    agent, private = user_agent_of(project), allows_private(project)
+    responses = []
+    for page, request, session in zip(pages, requests, sessions, strict=True):
+        time.sleep(max(0.0, request.start_at - time.time()))
+        rendered = render_request(project, page, session, built=request)
+        proxy, private_proxy = page_proxy(project, page)
+        response = render_page(
+            request.url,
+            allow_private=private,
+            user_agent=agent,
+            proxy=proxy,
+            private_proxy=private_proxy,
+            request=rendered,
+            timeout=request.timeout,
+        )
+        if session is not None:
+            configured = [c for c in rendered.cookies if c not in rendered.session_cookies]
+            session.keep_browser(page.url, rendered.session_cookies, response.browser_cookies, configured)
+        responses.append(response)
+    return responses
 
 
 def _jobs() -> queue.Queue:

@@ -9,7 +9,7 @@ import pytest
 
 from core.canonical import server_of, url_key
 from crawl.models import CookieSession, Page, Project, SessionCookie
-from crawl.services.fetch_stage import pages_fetch
+from fetch.services import pages_fetch
 from tests.servers import Site, SiteServer
 
 pytestmark = [

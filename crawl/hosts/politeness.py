@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from core.batchsql import upsert
 from crawl.frontier.probes import pages_host_back
+from crawl.hosts.server_groups import budgets_of
 from crawl.models import Host, HostLease, Project
-from crawl.services.server_groups import budgets_of
 
 from .backoff import (
     THROTTLE_FIELDS,
@@ -339,7 +339,7 @@ def _hosts_back(hosts: list[str], now: datetime) -> None:
 def hosts_throttle(*, slowed: set[str], reasons: dict[str, str] | None = None) -> dict[str, datetime]:
     """AutoThrottle's idea for hosts that say "too many requests" without saying how long to wait:
     each incident doubles the host's adaptive delay and holds the host that long, with jitter (one
-    doubling per incident window: crawl/services/backoff.py); each round it answers normally, the
+    doubling per incident window: crawl/hosts/backoff.py); each round it answers normally, the
     delay shrinks back (hosts_answered), never below the configured one (it is added on top), and
     after a quiet period it is gone. `reasons`: {host: what happened}, shown on the dashboard.
     Returns {host: held until}."""

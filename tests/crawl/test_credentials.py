@@ -11,10 +11,10 @@ from rest_framework.test import APIClient
 from console.access.roles import roles_install
 from console.models import ProjectAccess
 from core.net.guard import allow_networks
+from crawl.hosts.credentials import secrets_go_to
 from crawl.models import Page, Project, Seed
-from crawl.services.credentials import secrets_go_to
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import seeds_add
+from fetch.services import pages_fetch
 from scrape.services import pages_extract
 from tests.servers import ForwardProxy, Site, SiteServer
 

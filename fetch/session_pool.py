@@ -22,7 +22,7 @@ from crawl.frontier.verdicts import Done, Link, Postpone
 from crawl.models import CookieSession, Page, Project, Seed, SessionCookie
 from crawl.session_rules import BLOCKED, ERROR, EXPIRED, OK, SessionRules, statuses_of
 
-from .sessions import Session, session_load, sessions_load
+from .cookies import Session, session_load, sessions_load
 
 READY, LOGGING_IN, RETIRED = CookieSession.State.READY, CookieSession.State.LOGGING_IN, CookieSession.State.RETIRED
 LOGIN_PRIORITY = 1000  # a login goes before the pages that wait for it

@@ -1,32 +1,22 @@
-"""The fetch stage: claim a batch, obey robots.txt and politeness, fetch concurrently, record each
-result by compare-and-set on the lease."""
+"""A fetch round: claim a batch, obey robots.txt and politeness, fetch concurrently, record each
+result by compare-and-set on the lease. A wake-up runs one round (services.py), a fetch session
+many at once (loop.py)."""
 
 import concurrent.futures
 import logging
-import time
 import uuid
 import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 from structlog.contextvars import bound_contextvars
 
 from core.canonical import origin_of, server_of
-from core.net.client import (
-    SLOT_MISSED,
-    FetchRequest,
-    FetchResponse,
-    RenderRequest,
-    fetch_many,
-    is_transient,
-    retry_after_seconds,
-    runner,
-)
+from core.net.client import SLOT_MISSED, FetchRequest, FetchResponse, fetch_many, is_transient, runner
 from crawl.frontier.pages import (
-    backlog_recount,
     page_never_given_up,
     pages_claim_for_fetch,
     pages_finish,
@@ -35,124 +25,50 @@ from crawl.frontier.pages import (
     pages_wait,
     pages_wake_when_due,
 )
-from crawl.frontier.stages import FETCH, RENDER, job_scope, wake_stage
+from crawl.frontier.stages import FETCH, job_scope
 from crawl.frontier.verdicts import Fail, Fetched, Postpone, retry_or_fail
-from crawl.frontier.wakeups import wakeup_taken
+from crawl.hosts.answers import HostAnswer, hosts_record_answers
+from crawl.hosts.claims import IDLE_RETRY_SECONDS, LATE_SECONDS, hosts_claim
+from crawl.hosts.politeness import GRANT_AHEAD_SECONDS, hosts_learn_delays, hosts_note_failures, hosts_release
+from crawl.hosts.robots_cache import robots_policies
 from crawl.models import Page, PageContent, Project
 from crawl.policy import allows_private, fetch_limits, user_agent_of
-from crawl.services.credentials import project_secrets_for
-from crawl.services.outcomes import outcome
-from crawl.services.politeness import (
-    GRANT_AHEAD_SECONDS,
-    SLOT_MARGIN,
-    HostGrant,
-    host_back_off,
-    hosts_answered,
-    hosts_grant,
-    hosts_learn_delays,
-    hosts_note_failures,
-    hosts_release,
-    hosts_throttle,
-)
 from crawl.services.projects import sitemaps_offer
-from crawl.services.rendering import render_page
-from crawl.services.request_options import Signer, SignError, page_client, page_proxy, signed, signer_of
-from crawl.services.robots_cache import robots_policies
-from crawl.services.session_pool import SessionPool, pool_load, pool_record
-from crawl.services.sessions import Session, request_cookies, session_save
-from crawlproject.queues import STAGES
+
+from .cookies import Session, session_save
+from .outcomes import outcome
+from .rendering import render_all
+from .requests import Signer, SignError, build_request, page_client, signed, signer_of
+from .session_pool import SessionPool, pool_load, pool_record
 
 log = logging.getLogger("crawlhub.fetch")
-IDLE_RETRY_SECONDS = 0.2
-# A request later than this past its slot is not sent (it waits for another): with the slots' margin
-# this keeps two requests to a host at least the delay apart however late a batch runs. It is
-# checked when the request's connection is ready to write (core.net.transport.send_deadline), so the
-# rest of the margin only covers the moment from there to the wire.
-LATE_SECONDS = SLOT_MARGIN * 0.8
-
-
-def pages_fetch(*, page_ids: list[int], worker: str = "", render: bool = False, wake: str | None = None) -> list[int]:
-    """Claim the pages that are ready now across hosts and projects (in headless Chromium when
-    `render`), fetch them all at once, and record each result; return the ids now `fetched` (the
-    frontier hands them to the extract stage). `page_ids`: exactly those pages (the reaper's, one
-    at a time); empty: a wake-up (booked for `wake`, an ISO time), which takes whatever is ready,
-    and, when no other process of the worker does, keeps taking it for a while (fetch_session.py).
-    Outside a session a claim books no slot ahead, so no process waits for one: a polite host's
-    later slots are the session's."""
-    queue = RENDER if render else FETCH
-    if wake:
-        wakeup_taken(queue, datetime.fromisoformat(wake))
-        backlog_recount()  # an extract batch that resumed fetching sent this wake-up: look again now
-    if not page_ids and not render:
-        from crawl.services.fetch_session import session_run  # it drives this module's rounds
-
-        fetched = session_run(worker)
-        if fetched is not None:
-            return fetched
-    limit = STAGES[RENDER if render else FETCH].batch()
-    token, pages, grants, full = claim_round(page_ids, limit, render, worker)
-    if full:  # more may be ready: another worker process claims it while this one fetches
-        wake_stage(queue)
-    fetched = round_fetch(round_prepare(pages, grants, token, worker), render) if pages else []
-    wake_for_next(render, claimed=bool(pages))
-    return fetched
 
 
 @transaction.atomic
 def claim_round(page_ids: list[int], limit: int, render: bool, worker: str = "", *, ahead: float = 0.0):
-    """One short transaction: pick the candidates, book their hosts' slots, lease what may start
-    now (or within `ahead` seconds: a fetch session's requests wait for their slots on its event
-    loop, where waiting costs nothing), and give the others their hosts' next free slots."""
+    """One short transaction: pick the candidates, book their hosts' slots (hosts_claim), lease what
+    may start now (or within `ahead` seconds: a fetch session's requests wait for their slots on its
+    event loop, where waiting costs nothing), and give the others their hosts' next free slots."""
     due = timezone.now() + timedelta(seconds=ahead)
     if page_ids:
         queued = Page.objects.filter(id__in=page_ids, state=Page.State.QUEUED)  # another copy may have taken them
         candidates = list(queued.values_list("id", "project_id", "host"))
     else:
         candidates = pages_ready(limit=limit, render=render, due=due)
-    token = uuid.uuid4()
+    claim = hosts_claim(candidates, ahead=ahead, urgent=_urgent)
     if not candidates:
-        return token, [], {}, False
-    projects = Project.objects.in_bulk({project_id for _, project_id, _ in candidates})
-    wanted = Counter((host, project_id) for _, project_id, host in candidates)
-    grants = hosts_grant(wanted=wanted, projects=projects, token=token, ahead=ahead)
-    now_ids, waiting, taken = [], [], Counter()
-    for page_id, project_id, host in candidates:
-        grant, index = grants[(host, project_id)], taken[(host, project_id)]
-        taken[(host, project_id)] += 1
-        if grant.refused or index < grant.granted:
-            now_ids.append(page_id)
-        elif grant.later is not None:
-            waiting.append((page_id, grant))
-    waits = _wait_slots(waiting)
-    pages_wait(waits)
+        return claim.token, [], {}, False
+    pages_wait(claim.waits)
     if page_ids:  # the reaper's pages go alone, by id: each not taken now is sent again for later
-        later = {page_id for page_id, _, _ in candidates} - set(now_ids)
-        pages_send_alone(
-            {
-                i: max(IDLE_RETRY_SECONDS, (waits[i] - due).total_seconds()) if i in waits else IDLE_RETRY_SECONDS
-                for i in later
-            }
-        )
-    _, pages = pages_claim_for_fetch(now_ids, due=due, token=token, worker=worker)
-    return token, pages, grants, len(candidates) >= limit
+        later = {page_id for page_id, _, _ in candidates} - claim.now.keys()
+        pages_send_alone(claim.retry_in(later, since=due))
+    _, pages = pages_claim_for_fetch(list(claim.now), due=due, token=claim.token, worker=worker)
+    return claim.token, pages, claim.grants, len(candidates) >= limit
 
 
-def _wait_slots(waiting: list[tuple[int, HostGrant]]) -> dict[int, datetime]:
-    """When each page that waits for its host starts. A page of positive priority takes its host's
-    next free slot, ahead of the pages already waiting there (a page whose slot it takes is given
-    the host's last one when both come due: the claim then takes the higher priority first); the
-    others queue behind the pages already waiting."""
-    ids = [page_id for page_id, _ in waiting]
-    urgent = set(Page.objects.filter(id__in=ids, priority__gt=0).values_list("id", flat=True)) if ids else set()
-    ahead, behind, starts = Counter(), Counter(), {}
-    for page_id, grant in waiting:
-        if page_id in urgent:
-            starts[page_id] = grant.free_slot(ahead[grant.host])
-            ahead[grant.host] += 1
-        else:
-            starts[page_id] = grant.waits(behind[grant.host] + 1)[-1]
-            behind[grant.host] += 1
-    return starts
+def _urgent(page_ids: list[int]) -> set[int]:
+    """The pages of positive priority among those waiting for their hosts: they go first."""
+    return set(Page.objects.filter(id__in=page_ids, priority__gt=0).values_list("id", flat=True))
 
 
 @dataclass
@@ -220,7 +136,7 @@ def round_start(fetch_round: FetchRound, render: bool) -> list[tuple[FetchPart, 
     for part in fetch_round.parts:
         if render:
             future = concurrent.futures.Future()
-            future.set_result(_render_all(part))
+            future.set_result(render_all(part.project, part.pages, part.requests, part.sessions))
         else:
             client = runner.client(allow_private=allows_private(part.project), proxy=part.project.proxy)
             for page, request in zip(part.pages, part.requests, strict=True):
@@ -252,7 +168,8 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
             hosts_release(token, hosts=hosts)
     pages = [page for _, part, _ in answered for page in part.pages]
     responses = [response for _, _, part_responses in answered for response in part_responses]
-    backoffs = _record_answers(pages, responses)
+    answers, reachable, failed = _answers_of(pages, responses)
+    backoffs = hosts_record_answers(answers, reachable=reachable, unreachable=failed)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
     again = _record_sessions([(part, part_responses) for _, part, part_responses in answered])
     groups = defaultdict(list)  # (token, job) -> [(page, verdict)]
@@ -326,51 +243,6 @@ def wake_for_next(render: bool, *, claimed: bool) -> None:
     pages_wake_when_due(render=render, early=GRANT_AHEAD_SECONDS, least=0.0 if claimed else IDLE_RETRY_SECONDS)
 
 
-def _render_all(part: FetchPart) -> list[FetchResponse]:
-    """One page at a time in this process's headless Chromium, each at its politeness slot, with
-    what its request carries (method, body, headers, cookies, validators) and the session."""
-    project = part.project
-    agent, private = user_agent_of(project), allows_private(project)
-    responses = []
-    for page, request, session in zip(part.pages, part.requests, part.sessions, strict=True):
-        time.sleep(max(0.0, request.start_at - time.time()))
-        rendered = render_request(project, page, session, built=request)
-        proxy, private_proxy = page_proxy(project, page)
-        response = render_page(
-            request.url,
-            allow_private=private,
-            user_agent=agent,
-            proxy=proxy,
-            private_proxy=private_proxy,
-            request=rendered,
-            timeout=request.timeout,
-        )
-        if session is not None:
-            configured = [c for c in rendered.cookies if c not in rendered.session_cookies]
-            session.keep_browser(page.url, rendered.session_cookies, response.browser_cookies, configured)
-        responses.append(response)
-    return responses
-
-
-def render_request(
-    project: Project, page: Page, session: Session | None = None, *, built: FetchRequest | None = None
-) -> RenderRequest:
-    """What build_request sends (or `built`, the request the round built and signed), for Chromium:
-    the cookies (the project's, the session's and the row's own) go into the browser, whose cookie
-    rules send them; the rest goes with the page's first request."""
-    fetch_request = built or build_request(project, page)
-    headers = {k: v for k, v in fetch_request.headers.items() if k.lower() not in ("cookie", "user-agent")}
-    own_cookies = project_secrets_for(project, page.url)[1] | page.request.get("cookies", {})
-    session_cookies = session.browser_cookies(page.url) if session is not None else []
-    return RenderRequest(
-        method=fetch_request.method,
-        headers=headers,
-        body=fetch_request.body,
-        cookies=session_cookies + request_cookies(page.url, own_cookies),
-        session_cookies=session_cookies,
-    )
-
-
 def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], list, set[str], dict]:
     """Pages robots.txt lets us fetch, (page, (error_code, message)) for the others, the hosts
     whose robots.txt could not be read, and {host: latest start of its first request} for hosts
@@ -439,34 +311,6 @@ def _parts(
     return list(parts.values()), blocked
 
 
-def build_request(
-    project: Project, page: Page, *, start_at: float = 0.0, session: Session | None = None
-) -> FetchRequest:
-    """Project headers and cookies, the session's cookies for this URL, the row's own request (a
-    seed's or a spider's method, body, headers and cookies: its cookies join the others), and
-    conditional-GET validators."""
-    own_headers, own_cookies = project_secrets_for(project, page.url)  # only to the project's own sites
-    headers = {"User-Agent": user_agent_of(project), **own_headers}
-    session_cookies = session.header_for(page.url) if session is not None else {}
-    cookies = own_cookies | session_cookies | page.request.get("cookies", {})
-    if cookies:
-        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
-    headers |= page.request.get("headers", {})
-    if page.etag:
-        headers["If-None-Match"] = page.etag
-    if page.last_modified:
-        headers["If-Modified-Since"] = page.last_modified
-    body = page.request.get("body")
-    return FetchRequest(
-        url=page.url,
-        method=page.request.get("method", "GET"),
-        headers=headers,
-        body=body.encode() if body else None,
-        start_at=start_at,
-        timeout=page.request.get("timeout"),
-    )
-
-
 UNREACHABLE = ("connect_error", "connect_timeout", "dns_error")
 
 
@@ -496,27 +340,17 @@ def _record_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> d
     )
 
 
-def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
-    """What the hosts answered. Hosts that answered 429/503: with Retry-After every worker holds
-    back until then; without, the host's adaptive delay grows (and shrinks again as it answers).
-    Hosts none of whose requests got through count a failure in a row; those that answered start
-    again from none. Returns {host: held until}."""
-    until, throttled, normal, reachable, failed = {}, {}, set(), set(), set()
+def _answers_of(pages: list[Page], responses: list[FetchResponse]) -> tuple[list[HostAnswer], set[str], set[str]]:
+    """What the hosts answered, for hosts_record_answers: each response's answer, the hosts that
+    answered at all, and those none of whose requests got through."""
+    reachable, failed = set(), set()
     for page, response in zip(pages, responses, strict=True):
         if response.status_code is not None:
             reachable.add(page.host)
         elif response.error_code in UNREACHABLE:
             failed.add(page.host)
-        host, seconds = server_of(response.url), retry_after_seconds(response)
-        if seconds:
-            until[host] = host_back_off(host=host, seconds=seconds, status=response.status_code)
-        elif response.status_code in (429, 503):
-            throttled[host] = f"HTTP {response.status_code} without Retry-After"
-        elif response.status_code is not None and response.status_code < 400:
-            normal.add(host)
-    hosts_answered(reachable=reachable, unthrottled=normal - throttled.keys())
-    hosts_note_failures(robots_unreadable=set(), unreachable=failed - reachable)
-    return until | hosts_throttle(slowed=set(throttled), reasons=throttled)
+    answers = [HostAnswer(server_of(r.url), r.status_code, r.headers.get("retry-after", "")) for r in responses]
+    return answers, reachable, failed
 
 
 def _store_contents(verdicts: list, responses: dict[int, FetchResponse], written: set[int]) -> list[int]:

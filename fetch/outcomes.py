@@ -9,9 +9,10 @@ from django.utils import timezone
 
 from core.net.client import FetchResponse
 from crawl.frontier.verdicts import Done, Fetched, Postpone, Verdict, retry_or_fail
-from crawl.models import Page, Project
-
-from .freshness import revisit
+from crawl.hosts.codes import BACKOFF_CODES
+from crawl.models import Page
+from crawl.policy import rules_stamp
+from crawl.services.freshness import revisit
 
 
 def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None = None) -> Verdict:
@@ -27,7 +28,7 @@ def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None 
             "final_url": response.location or page.url,
         }
     code, message = error_of(response)
-    if backoff_until is not None and (code in ("http_429", "http_503", "host_backoff")):
+    if backoff_until is not None and code in BACKOFF_CODES:
         return Postpone(code, message, backoff_until, base)
     if code:
         return retry_or_fail(code, message, base)
@@ -54,8 +55,3 @@ def error_of(response: FetchResponse) -> tuple[str, str]:
     if 300 <= status < 400 and not response.location:
         return "bad_redirect", f"HTTP {status} without a Location header"
     return "", ""
-
-
-def rules_stamp(project: Project) -> str:
-    """What a page was extracted with (pyspider's itag): a change of the rules makes it due again."""
-    return project.rules_changed_at.isoformat() if project.rules_changed_at else ""

@@ -1,5 +1,5 @@
 """Back-off that forgives: how a host's throttling incidents, holds and probes are counted, and why
-a host is slow, in words. Works on Host rows the caller has locked (crawl/services/politeness.py
+a host is slow, in words. Works on Host rows the caller has locked (crawl/hosts/politeness.py
 writes them) or only reads.
 
 A 429/503 without Retry-After is an incident: the host's extra delay doubles once per incident
