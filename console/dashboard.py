@@ -273,12 +273,13 @@ def _failure_json(row: dict) -> dict:
     }
 
 
-FAILED_FETCHES = ("fetch_failed", "fetch_other", "fetch_backoff")
+FAILED_FETCHES = ("fetch_failed", "fetch_other", "fetch_backoff", "fetch_blocked")
 
 
 def throughput(project: Project, now: datetime) -> list[dict]:
     """Fetches per minute over the last CHART_MINUTES minutes, oldest first, quiet minutes as 0:
-    `pages` answered (a 304 too), `failed` not (errors, retries, a host that asked us to wait).
+    `pages` answered (a 304 too), `failed` not (errors, retries, a host that asked us to wait, a
+    block page).
     From the health counters, which count every fetch (a page's row keeps only its last)."""
     first = now.replace(second=0, microsecond=0) - timedelta(minutes=CHART_MINUTES - 1)
     answered: dict[datetime, int] = defaultdict(int)

@@ -22,7 +22,7 @@ from scrape.models import Item
 from sinks.delivery import sink_last_error
 from sinks.models import Sink
 
-FETCHES = ("fetch_ok", "fetch_failed", "fetch_other", "fetch_backoff")
+FETCHES = ("fetch_ok", "fetch_failed", "fetch_other", "fetch_backoff", "fetch_blocked")
 
 
 @dataclass

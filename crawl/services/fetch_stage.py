@@ -40,6 +40,7 @@ from crawl.frontier.verdicts import Fail, Fetched, Postpone, retry_or_fail
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent, Project
 from crawl.policy import allows_private, fetch_limits, user_agent_of
+from crawl.services.blocks import blocks_judge, blocks_record
 from crawl.services.credentials import project_secrets_for
 from crawl.services.outcomes import outcome
 from crawl.services.politeness import (
@@ -252,13 +253,16 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
             hosts_release(token, hosts=hosts)
     pages = [page for _, part, _ in answered for page in part.pages]
     responses = [response for _, _, part_responses in answered for response in part_responses]
-    backoffs = _record_answers(pages, responses)
+    blocks = blocks_judge(pages, responses)
+    backoffs = _record_answers(pages, responses, blocks)
+    blocks_record(pages, responses, blocks)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
-    again = _record_sessions([(part, part_responses) for _, part, part_responses in answered])
+    again = _record_sessions([(part, part_responses) for _, part, part_responses in answered], set(blocks))
     groups = defaultdict(list)  # (token, job) -> [(page, verdict)]
     for fetch_round, part, part_responses in answered:
         for page, response, session in zip(part.pages, part_responses, part.sessions, strict=True):
-            verdict = again.get(page.id) or _verdict(page, response, backoffs, fetch_round)
+            blocked = blocks.get(page.id)  # a block page is counted as one, though its session is retired too
+            verdict = (not blocked and again.get(page.id)) or _verdict(page, response, backoffs, fetch_round, blocked)
             if session is not None and session.owner_id is not None:
                 verdict.fields["cookie_session_id"] = session.owner_id
             groups[(fetch_round.token, page.job_id)].append((page, verdict))
@@ -280,10 +284,10 @@ def _hosts_by_token(parts) -> dict:
     return hosts
 
 
-def _verdict(page: Page, response: FetchResponse, backoffs: dict, fetch_round: FetchRound):
+def _verdict(page: Page, response: FetchResponse, backoffs: dict, fetch_round: FetchRound, blocked=None):
     if response.error_code == SLOT_MISSED:
         return Postpone(SLOT_MISSED, "waiting for its host's next slot", timezone.now())
-    verdict = outcome(page, response, backoffs.get(page.host))
+    verdict = outcome(page, response, backoffs.get(page.host), blocked)
     verdict.fields["fetched_by"] = fetch_round.worker
     return verdict
 
@@ -482,9 +486,10 @@ def _keep_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> Non
         session_save(session)
 
 
-def _record_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> dict:
-    """What the answers say of the sessions they were sent with (session_pool.pool_record): the
-    verdicts of the pages whose answer spent their session, tried again with another."""
+def _record_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]], blocked: set[int]) -> dict:
+    """What the answers say of the sessions they were sent with (session_pool.pool_record; a block
+    page, by page id in `blocked`, spends its session): the verdicts of the pages whose answer
+    spent their session, tried again with another."""
     return pool_record(
         [
             (part.pool, page, session, response)
@@ -492,13 +497,15 @@ def _record_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> d
             if part.pool is not None
             for page, session, response in zip(part.pages, part.sessions, responses, strict=True)
             if response.error_code != SLOT_MISSED
-        ]
+        ],
+        blocked=blocked,
     )
 
 
-def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
+def _record_answers(pages: list[Page], responses: list[FetchResponse], blocked: dict) -> dict:
     """What the hosts answered. Hosts that answered 429/503: with Retry-After every worker holds
-    back until then; without, the host's adaptive delay grows (and shrinks again as it answers).
+    back until then; without (or with a block page: `blocked`, by page id), the host's adaptive
+    delay grows (and shrinks again as it answers).
     Hosts none of whose requests got through count a failure in a row; those that answered start
     again from none. Returns {host: held until}."""
     until, throttled, normal, reachable, failed = {}, {}, set(), set(), set()
@@ -510,6 +517,8 @@ def _record_answers(pages: list[Page], responses: list[FetchResponse]) -> dict:
         host, seconds = server_of(response.url), retry_after_seconds(response)
         if seconds:
             until[host] = host_back_off(host=host, seconds=seconds, status=response.status_code)
+        elif page.id in blocked:
+            throttled[host] = f"a block page (rule '{blocked[page.id].rule}')"
         elif response.status_code in (429, 503):
             throttled[host] = f"HTTP {response.status_code} without Retry-After"
         elif response.status_code is not None and response.status_code < 400:
