@@ -1,8 +1,10 @@
 """Block detection in the fetch stage: each project's rules (core/blocks.py), judged on every
 answer of a round, and the evidence of what was blocked kept per project and host (HostBlock)."""
 
+import logging
 import statistics
 import time
+from collections import Counter
 
 from django.conf import settings
 from django.utils import timezone
@@ -12,6 +14,7 @@ from core.masking import masked_secrets
 from core.net.client import FetchResponse
 from crawl.models import HostBlock, Page, Project, SessionCookie
 
+log = logging.getLogger("crawlhub.fetch")
 USUAL_PAGES = 50  # the host's latest stored pages whose median length is its usual one
 USUAL_SECONDS = 60.0  # how long a process keeps a host's usual length
 _rules: dict[int, tuple[object, BlockRules]] = {}
@@ -55,10 +58,14 @@ def usual_length(project_id: int, host: str) -> int | None:
 def blocks_record(pages: list[Page], responses: list[FetchResponse], blocks: dict[int, Blocked]) -> None:
     """Keep the latest blocked answer of each project and host, its body's start masked of the
     project's secrets, as the evidence the "host blocked" monitor and the dashboard show."""
-    latest = {}
+    latest, counts = {}, Counter()
     for page, response in zip(pages, responses, strict=True):
         if (blocked := blocks.get(page.id)) is not None:
             latest[(page.project_id, page.host)] = (page, response, blocked)
+            counts[(page.project_id, page.host)] += 1
+    for (project_id, host), n in counts.items():
+        rule = latest[(project_id, host)][2].rule
+        log.warning("%d answers of %s were block pages (rule '%s'): retried later", n, host, rule)
     rows = [_evidence(page, response, blocked) for page, response, blocked in latest.values()]
     if rows:
         HostBlock.objects.bulk_create(
