@@ -14,8 +14,10 @@ from console.monitors import monitor_run, monitors_ensure
 from core.blocks import Blocked
 from core.masking import MASK
 from core.net.client import FetchResponse
+from crawl.frontier.verdicts import Postpone, Retry
 from crawl.models import HostBlock, Page, SessionCookie
 from crawl.services.blocks import blocks_judge, blocks_record
+from crawl.services.outcomes import outcome
 
 pytestmark = pytest.mark.django_db
 CAPTCHA = b"<html><head><title>Are you a robot?</title></head><body>token abc-secret-1 CAPTCHA</body></html>"
@@ -97,3 +99,14 @@ def test_a_body_much_shorter_than_the_hosts_usual_one_is_blocked(project):
     page = page_of(project, "http://shop.test/short")
     found = blocks_judge([page], [answer(page.url, b"<html><body>Try later</body></html>")])
     assert found[page.id].rule == "rule 1" and "usual 8000" in found[page.id].reason
+
+
+def test_a_blocked_answer_waits_for_its_hosts_hold_and_names_its_rule(project):
+    page = page_of(project, "http://shop.test/d")
+    blocked = blocks_judge([page], [answer(page.url)])[page.id]
+    until = timezone.now() + timedelta(seconds=2)
+    verdict = outcome(page, answer(page.url), until, blocked)
+    assert isinstance(verdict, Postpone) and verdict.code == "blocked" and verdict.until == until
+    assert verdict.message == "blocked by rule 'block title': title 'Are you a robot?'"
+    assert verdict.fields["status_code"] == 200 and "content_sha256" not in verdict.fields  # nothing stored
+    assert isinstance(outcome(page, answer(page.url), None, blocked), Retry)
