@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
-from console.health import counters_since
+from console.health.counters import counters_since
 from crawl.frontier.stages import (
     ASSET_PENDING_STATES,
     DOWNLOAD,

@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 
 from console.dashboard import dashboard_snapshot
-from console.health import health_chart, health_figures
-from console.health_models import Alert, Monitor
-from console.monitors import monitors_tick
+from console.health.counters import health_chart, health_figures
+from console.health.models import Alert, Monitor
+from console.health.monitors import monitors_tick
 from crawl.models import HostBlock, Page
 from scrape.models import Item
 from tests.conftest import last_json_line, run_manage

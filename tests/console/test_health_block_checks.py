@@ -8,9 +8,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from console.health import counters_add
-from console.health_models import Alert, Monitor
-from console.monitors import monitor_run, monitors_ensure
+from console.health.counters import counters_add
+from console.health.models import Alert, Monitor
+from console.health.monitors import monitor_run, monitors_ensure
 from core.blocks import Blocked
 from core.masking import MASK
 from core.net.client import FetchResponse
@@ -58,7 +58,7 @@ def test_it_alerts_on_a_host_that_answers_block_pages_with_the_evidence_and_reco
     assert MASK in alert.evidence["sample"]
 
     later = now + timedelta(minutes=20)  # the blocks are out of the window; the host answers again
-    monkeypatch.setattr("console.health.timezone.now", lambda: later)
+    monkeypatch.setattr("console.health.counters.timezone.now", lambda: later)
     counters_add(None, project_id=project.id, counts=Counter({("host", "shop.test", "fetch_ok"): 5}))
     assert run(project, later) == (0, 1)
 
