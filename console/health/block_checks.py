@@ -3,8 +3,8 @@ evidence of its latest one (crawl's HostBlock: the rule, the URL, the start of t
 
 from datetime import datetime, timedelta
 
-from console.health.checks import Finding, minutes_text
 from console.health.counters import counters_since
+from console.health.findings import Finding, minutes_text
 from crawl.models import HostBlock, Project
 
 SAMPLE_CHARS = 1000  # of the blocked body, on the alert

@@ -12,7 +12,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from console.health import rules
-from console.health.block_checks import host_blocked
 from console.health.checks import CHECKS as BUILT_IN_CHECKS
 from console.health.checks import Finding
 from console.health.counters import counters_prune
@@ -26,7 +25,7 @@ log = logging.getLogger("crawlhub.monitors")
 # Built-in kinds announced at once, even in a target's quiet hours; the others wait until they end.
 URGENT = {Monitor.Kind.SITE_DOWN, Monitor.Kind.TEMPLATE_CHANGED, Monitor.Kind.JOB_FAILED, Monitor.Kind.NO_WORKER}
 # Every kind's check: the built-in ones (checks.py) and the rules of the user's own (rules.py).
-CHECKS = {**BUILT_IN_CHECKS, Monitor.Kind.HOST_BLOCKED: host_blocked, **rules.CHECKS}
+CHECKS = {**BUILT_IN_CHECKS, **rules.CHECKS}
 
 
 def monitor_thresholds(monitor: Monitor) -> dict:
