@@ -32,6 +32,7 @@ from console.runs.workers import jobs_open, pipeline_warnings, stage_warnings, w
 from console.selectors import (
     broker_queue_lengths,
     errors_grouped,
+    hosts_blocked,
     pages_in_error,
     pages_retrying,
     project_progress,
@@ -43,6 +44,7 @@ from crawl.models import MediaAsset, Page, Project
 
 WINDOWS = {"5m": 5, "1h": 60, "1d": 24 * 60}  # minutes, as pyspider shows them
 CHART_MINUTES = 60
+HOUR = timedelta(hours=1)
 TOP = 20
 
 
@@ -239,6 +241,7 @@ def dashboard_snapshot(project: Project, now: datetime | None = None) -> dict:
         "errors_by_code": errors_grouped(project, "error_code", top=TOP),
         "errors_by_host": errors_grouped(project, "host", top=TOP),
         "recent_failures": recent_failures(project),
+        "blocked": [row | {"seen_at": row["seen_at"].isoformat()} for row in hosts_blocked(project, now - HOUR)],
         "throughput": throughput(project, now),
     }
 
@@ -273,12 +276,13 @@ def _failure_json(row: dict) -> dict:
     }
 
 
-FAILED_FETCHES = ("fetch_failed", "fetch_other", "fetch_backoff")
+FAILED_FETCHES = ("fetch_failed", "fetch_other", "fetch_backoff", "fetch_blocked")
 
 
 def throughput(project: Project, now: datetime) -> list[dict]:
     """Fetches per minute over the last CHART_MINUTES minutes, oldest first, quiet minutes as 0:
-    `pages` answered (a 304 too), `failed` not (errors, retries, a host that asked us to wait).
+    `pages` answered (a 304 too), `failed` not (errors, retries, a host that asked us to wait, a
+    block page).
     From the health counters, which count every fetch (a page's row keeps only its last)."""
     first = now.replace(second=0, microsecond=0) - timedelta(minutes=CHART_MINUTES - 1)
     answered: dict[datetime, int] = defaultdict(int)

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
+from console.health.counters import counters_since
 from crawl.frontier.stages import (
     ASSET_PENDING_STATES,
     DOWNLOAD,
@@ -12,7 +13,7 @@ from crawl.frontier.stages import (
     PAGE_PENDING_STATES,
     PAGE_STAGE_OF_STATE,
 )
-from crawl.models import MediaAsset, Page, Project
+from crawl.models import HostBlock, MediaAsset, Page, Project
 
 
 def project_progress(project: Project) -> dict:
@@ -125,3 +126,15 @@ def broker_queue_lengths() -> dict[str, int | None]:
         return dict.fromkeys(QUEUES)
     finally:
         client.close()
+
+
+def hosts_blocked(project: Project, since) -> list[dict]:
+    """The hosts that answered the project block pages since `since`: how many (the health
+    counters), and the latest one's rule, URL and time (its evidence)."""
+    counts = counters_since(project.id, since, scope="host")
+    blocked = {key: n for (_s, key, metric), n in counts.items() if metric == "fetch_blocked" and n}
+    rows = HostBlock.objects.filter(project=project, host__in=list(blocked)).order_by("-seen_at")
+    return [
+        {"host": row.host, "blocked": blocked[row.host], "rule": row.rule, "url": row.url, "seen_at": row.seen_at}
+        for row in rows
+    ]

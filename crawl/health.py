@@ -3,8 +3,9 @@ counts of what one batch did, keyed by (scope, key, metric), sent once the batch
 
 Scopes: "project" (key ""), "host" (key: the host name) and "rules" (key: a rule set's item kind).
 Metrics: fetch_ok, fetch_failed (unreachable, timed out, 5xx), fetch_other (another error: 404,
-robots...), fetch_backoff (the host asked us to wait), error:<code>, pages_extracted, new_items,
-changed_items; for a rule set: pages (it applied to), items, field:<name> (items with the field).
+robots...), fetch_blocked (a block page), fetch_backoff (the host asked us to wait), error:<code>,
+pages_extracted, new_items, changed_items; for a rule set: pages (it applied to), items,
+field:<name> (items with the field).
 """
 
 import logging

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
+from core.blocks import rules_problems
 from core.patterns import pattern_problem
 from crawl.session_rules import selector_xpath, statuses_of
 
@@ -34,6 +35,12 @@ def regex_lines(value: str) -> None:
     """Every non-blank line is a Python regular expression (commas belong to the pattern) that cannot
     obviously backtrack catastrophically (core/patterns.py)."""
     _each_line(value, pattern_problem)
+
+
+def block_rule_list(value) -> None:
+    """A project's own block rules (core/blocks.py): a list of rules, each with known conditions."""
+    if problems := rules_problems(value):
+        raise ValidationError(problems)
 
 
 def extension_lines(value: str) -> None:

@@ -361,6 +361,8 @@ CRAWL_MAX_ROBOTS_SITEMAPS = env.int("CRAWL_MAX_ROBOTS_SITEMAPS", default=50)
 # Seconds one match of a user's regex (scope, media and extraction patterns) may take before it
 # counts as no match (core/patterns.py): a catastrophic pattern on a hostile page gives up.
 CRAWL_REGEX_TIMEOUT = env.float("CRAWL_REGEX_TIMEOUT", default=0.2)
+# Block detection (core/blocks.py): the first bytes of each answer its markers and regex rules read.
+CRAWL_BLOCK_SCAN_BYTES = env.int("CRAWL_BLOCK_SCAN_BYTES", default=16 * 1024)
 # What a new project's max_depth and max_pages_per_host start at, so a URL trap (an endless
 # /next/N chain, a calendar) ends on its own; a project raises or clears them. 0: no such default.
 CRAWL_DEFAULT_MAX_DEPTH = env.int("CRAWL_DEFAULT_MAX_DEPTH", default=50)

@@ -7,16 +7,20 @@ from datetime import datetime
 from django.db.models import F
 from django.utils import timezone
 
+from core.blocks import Blocked
 from core.net.client import FetchResponse
-from crawl.frontier.verdicts import Done, Fetched, Postpone, Verdict, retry_or_fail
+from crawl.frontier.verdicts import BLOCKED, Done, Fetched, Postpone, Retry, Verdict, retry_or_fail
 from crawl.hosts.codes import BACKOFF_CODES
 from crawl.models import Page
 from crawl.policy import rules_stamp
 from crawl.services.freshness import revisit
 
 
-def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None = None) -> Verdict:
-    """The verdict on one response. backoff_until: the host asked us to wait (Retry-After)."""
+def outcome(
+    page: Page, response: FetchResponse, backoff_until: datetime | None = None, blocked: Blocked | None = None
+) -> Verdict:
+    """The verdict on one response. backoff_until: the host asked us to wait (Retry-After), or is
+    held back for its answers; blocked: a block rule matched the answer (core/blocks.py)."""
     now = timezone.now()
     base = {"fetched_at": now, "fetch_ms": int(response.elapsed * 1000), "fetch_count": F("fetch_count") + 1}
     if response.status_code == 304:  # unchanged: nothing new is stored, the page is revisited later
@@ -27,6 +31,11 @@ def outcome(page: Page, response: FetchResponse, backoff_until: datetime | None 
             "content_type": response.content_type[:200],
             "final_url": response.location or page.url,
         }
+    if blocked is not None:  # neither stored nor parsed: tried again once the host's hold ends, like a 429
+        message = f"blocked by rule '{blocked.rule}': {blocked.reason}"
+        if backoff_until is not None:
+            return Postpone(BLOCKED, message, backoff_until, base)
+        return Retry(BLOCKED, message, base)
     code, message = error_of(response)
     if backoff_until is not None and code in BACKOFF_CODES:
         return Postpone(code, message, backoff_until, base)

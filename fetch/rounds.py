@@ -35,6 +35,7 @@ from crawl.models import Page, PageContent, Project
 from crawl.policy import allows_private, fetch_limits, user_agent_of
 from crawl.services.projects import sitemaps_offer
 
+from .blocks import blocks_judge, blocks_record
 from .cookies import Session, session_save
 from .outcomes import outcome
 from .rendering import render_all
@@ -168,14 +169,17 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
             hosts_release(token, hosts=hosts)
     pages = [page for _, part, _ in answered for page in part.pages]
     responses = [response for _, _, part_responses in answered for response in part_responses]
-    answers, reachable, failed = _answers_of(pages, responses)
+    blocks = blocks_judge(pages, responses)
+    answers, reachable, failed = _answers_of(pages, responses, blocks)
     backoffs = hosts_record_answers(answers, reachable=reachable, unreachable=failed)
+    blocks_record(pages, responses, blocks)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
-    again = _record_sessions([(part, part_responses) for _, part, part_responses in answered])
+    again = _record_sessions([(part, part_responses) for _, part, part_responses in answered], set(blocks))
     groups = defaultdict(list)  # (token, job) -> [(page, verdict)]
     for fetch_round, part, part_responses in answered:
         for page, response, session in zip(part.pages, part_responses, part.sessions, strict=True):
-            verdict = again.get(page.id) or _verdict(page, response, backoffs, fetch_round)
+            blocked = blocks.get(page.id)  # a block page is counted as one, though its session is retired too
+            verdict = (not blocked and again.get(page.id)) or _verdict(page, response, backoffs, fetch_round, blocked)
             if session is not None and session.owner_id is not None:
                 verdict.fields["cookie_session_id"] = session.owner_id
             groups[(fetch_round.token, page.job_id)].append((page, verdict))
@@ -197,10 +201,10 @@ def _hosts_by_token(parts) -> dict:
     return hosts
 
 
-def _verdict(page: Page, response: FetchResponse, backoffs: dict, fetch_round: FetchRound):
+def _verdict(page: Page, response: FetchResponse, backoffs: dict, fetch_round: FetchRound, blocked=None):
     if response.error_code == SLOT_MISSED:
         return Postpone(SLOT_MISSED, "waiting for its host's next slot", timezone.now())
-    verdict = outcome(page, response, backoffs.get(page.host))
+    verdict = outcome(page, response, backoffs.get(page.host), blocked)
     verdict.fields["fetched_by"] = fetch_round.worker
     return verdict
 
@@ -326,9 +330,10 @@ def _keep_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> Non
         session_save(session)
 
 
-def _record_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> dict:
-    """What the answers say of the sessions they were sent with (session_pool.pool_record): the
-    verdicts of the pages whose answer spent their session, tried again with another."""
+def _record_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]], blocked: set[int]) -> dict:
+    """What the answers say of the sessions they were sent with (session_pool.pool_record; a block
+    page, by page id in `blocked`, spends its session): the verdicts of the pages whose answer
+    spent their session, tried again with another."""
     return pool_record(
         [
             (part.pool, page, session, response)
@@ -336,20 +341,32 @@ def _record_sessions(answered: list[tuple[FetchPart, list[FetchResponse]]]) -> d
             if part.pool is not None
             for page, session, response in zip(part.pages, part.sessions, responses, strict=True)
             if response.error_code != SLOT_MISSED
-        ]
+        ],
+        blocked=blocked,
     )
 
 
-def _answers_of(pages: list[Page], responses: list[FetchResponse]) -> tuple[list[HostAnswer], set[str], set[str]]:
-    """What the hosts answered, for hosts_record_answers: each response's answer, the hosts that
-    answered at all, and those none of whose requests got through."""
+def _answers_of(
+    pages: list[Page], responses: list[FetchResponse], blocked: dict
+) -> tuple[list[HostAnswer], set[str], set[str]]:
+    """What the hosts answered, for hosts_record_answers: each response's answer (a block page,
+    by page id in `blocked`, slows its host down like a 429), the hosts that answered at all, and
+    those none of whose requests got through."""
     reachable, failed = set(), set()
     for page, response in zip(pages, responses, strict=True):
         if response.status_code is not None:
             reachable.add(page.host)
         elif response.error_code in UNREACHABLE:
             failed.add(page.host)
-    answers = [HostAnswer(server_of(r.url), r.status_code, r.headers.get("retry-after", "")) for r in responses]
+    answers = [
+        HostAnswer(
+            server_of(r.url),
+            r.status_code,
+            r.headers.get("retry-after", ""),
+            blocked=blocked[page.id].rule if page.id in blocked else "",
+        )
+        for page, r in zip(pages, responses, strict=True)
+    ]
     return answers, reachable, failed
 
 

@@ -145,15 +145,19 @@ def session_retire(*, session: CookieSession | int, reason: str) -> bool:
     return bool(retired)
 
 
-def pool_record(answers: list[tuple[SessionPool, Page, Session | None, FetchResponse]]) -> dict[int, Postpone]:
+def pool_record(
+    answers: list[tuple[SessionPool, Page, Session | None, FetchResponse]], *, blocked: set[int] = frozenset()
+) -> dict[int, Postpone]:
     """Count each answer against the session it was sent with (uses, errors), mark logins done,
-    and retire the sessions spent (blocked, logged out, past their limits). Returns the verdicts of
-    the pages whose answer spent their session: they are tried again with another."""
+    and retire the sessions spent (blocked, logged out, past their limits; `blocked`: the ids of
+    the pages whose answer was a block page, core/blocks.py). Returns the verdicts of the pages
+    whose answer spent their session: they are tried again with another."""
     uses, errors, ready, spent, again = Counter(), Counter(), set(), {}, {}
     for pool, page, session, response in answers:
         if session is None or session.owner_id is None:
             continue
-        owner, judged = session.owner_id, _judge(pool.rules, page, response)
+        owner = session.owner_id
+        judged = BLOCKED if page.id in blocked else _judge(pool.rules, page, response)
         uses[owner] += 1
         errors[owner] += judged == ERROR
         if judged in (BLOCKED, EXPIRED):

@@ -72,6 +72,7 @@ class ProjectAdmin(ProjectScopedAdmin):
                 )
             },
         ),
+        ("Blocks", {"fields": ("block_detection", "block_rules")}),
         (
             "Requests",
             {

@@ -3,13 +3,14 @@ answers, per subject it has figures for, a Finding when the condition holds or N
 subject is healthy; a subject it has no figures for is left as it is (an open alert stays open:
 a site nobody fetched is not known to be back)."""
 
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import models
 from django.db.models import Sum
 
+from console.health.block_checks import host_blocked
 from console.health.counters import bucket_of, counters_by_bucket, counters_since
+from console.health.findings import Finding, minutes_text
 from console.health.models import HealthCounter, Monitor
 from console.health.sink_status import sink_error_masked
 from console.models import Job
@@ -22,21 +23,11 @@ from scrape.models import Item
 from sinks.delivery import sink_last_error
 from sinks.models import Sink
 
-FETCHES = ("fetch_ok", "fetch_failed", "fetch_other", "fetch_backoff")
-
-
-@dataclass
-class Finding:
-    message: str
-    evidence: dict = field(default_factory=dict)
+FETCHES = ("fetch_ok", "fetch_failed", "fetch_other", "fetch_backoff", "fetch_blocked")
 
 
 def _window(thresholds: dict, now: datetime) -> datetime:
     return now - timedelta(minutes=float(thresholds["minutes"]))
-
-
-def minutes_text(minutes) -> str:
-    return f"{float(minutes):g} minute{'' if float(minutes) == 1 else 's'}"
 
 
 def site_down(project: Project, t: dict, now: datetime, open_alerts: dict) -> dict:
@@ -312,6 +303,7 @@ CHECKS = {
     Monitor.Kind.JOB_STALLED: job_stalled,
     Monitor.Kind.NO_WORKER: no_worker,
     Monitor.Kind.HOST_BACKOFF: host_backoff,
+    Monitor.Kind.HOST_BLOCKED: host_blocked,
     Monitor.Kind.ZERO_THROUGHPUT: zero_throughput,
     Monitor.Kind.SINK_FAILING: sink_failing,
 }

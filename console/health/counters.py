@@ -14,6 +14,8 @@ from console.health.models import Alert, HealthCounter, Monitor
 from core.batchsql import upsert_add
 from crawl.health import health_counted
 
+# The fetches that got an answer or failed; a host's "wait" (fetch_backoff) is neither.
+ANSWERED = ("fetch_ok", "fetch_failed", "fetch_other", "fetch_blocked")
 FAILING_KINDS = (
     Monitor.Kind.SITE_DOWN,
     Monitor.Kind.TEMPLATE_CHANGED,
@@ -69,16 +71,18 @@ def ratio(part: float, whole: float) -> float | None:
 
 
 def health_figures(project_id: int, *, hours: float = 1.0) -> dict:
-    """The project's figures over the last `hours`: fetch success rate, errors by code, items per
-    page and watched-field coverage per rule set, new and changed items; and the same per host."""
+    """The project's figures over the last `hours`: fetch success rate (a block page is no success),
+    blocked answers, errors by code, items per page and watched-field coverage per rule set, new and
+    changed items; and the same per host."""
     sums = counters_since(project_id, timezone.now() - timedelta(hours=hours))
     project = {m: n for (s, _k, m), n in sums.items() if s == "project"}
-    fetched = sum(project.get(m, 0) for m in ("fetch_ok", "fetch_failed", "fetch_other"))
+    fetched = sum(project.get(m, 0) for m in ANSWERED)
     return {
         "hours": hours,
         "fetches": fetched,
         "fetch_success_rate": ratio(project.get("fetch_ok", 0), fetched),
         "backoffs": project.get("fetch_backoff", 0),
+        "blocked": project.get("fetch_blocked", 0),
         "errors_by_code": {m[6:]: n for m, n in sorted(project.items()) if m.startswith("error:")},
         "pages_extracted": project.get("pages_extracted", 0),
         "new_items": project.get("new_items", 0),
@@ -95,9 +99,10 @@ def _hosts(sums: dict) -> dict:
             hosts[key][metric] += n
     return {
         host: {
-            "fetches": (done := c["fetch_ok"] + c["fetch_failed"] + c["fetch_other"]),
+            "fetches": (done := sum(c[m] for m in ANSWERED)),
             "fetch_success_rate": ratio(c["fetch_ok"], done),
             "backoffs": c["fetch_backoff"],
+            "blocked": c["fetch_blocked"],
             "errors_by_code": {m[6:]: n for m, n in sorted(c.items()) if m.startswith("error:")},
         }
         for host, c in sorted(hosts.items())
@@ -180,7 +185,7 @@ def health_steps(project_id: int, start: datetime, end: datetime, steps: int = C
 
 
 def _step(at: datetime, c: Counter) -> dict:
-    fetched = sum(c[("project", "", m)] for m in ("fetch_ok", "fetch_failed", "fetch_other"))
+    fetched = sum(c[("project", "", m)] for m in ANSWERED)
     kinds = {k for (s, k, _m) in c if s == "rules"}
     coverages = [
         c[(s, k, m)] / c[("rules", k, "items")]

@@ -8,7 +8,7 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
-from console.health.counters import bucket_of, projects_health
+from console.health.counters import ANSWERED, bucket_of, projects_health
 from console.health.models import Alert, HealthCounter
 
 HEALTH_STATES = {"ok": 0, "warning": 1, "failing": 2}
@@ -48,7 +48,7 @@ def _rates(slugs):
     )
     for project_id, c in sums.items():
         project = slugs.get(project_id, str(project_id))
-        fetched = sum(c[("project", "", m)] for m in ("fetch_ok", "fetch_failed", "fetch_other"))
+        fetched = sum(c[("project", "", m)] for m in ANSWERED)
         if fetched:
             success.add_metric([project], c[("project", "", "fetch_ok")] / fetched)
         for (scope, key, metric), n in c.items():

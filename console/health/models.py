@@ -38,6 +38,7 @@ BUILT_IN_KINDS = (
     "job_stalled",
     "no_worker",
     "host_backoff",
+    "host_blocked",
     "zero_throughput",
     "sink_failing",
 )
@@ -55,6 +56,7 @@ class Monitor(models.Model):
         JOB_STALLED = "job_stalled", "job stalled"
         NO_WORKER = "no_worker", "no worker for owed work"
         HOST_BACKOFF = "host_backoff", "host blocked or backing off"
+        HOST_BLOCKED = "host_blocked", "host answers block pages"
         ZERO_THROUGHPUT = "zero_throughput", "zero throughput while active"
         ITEMS_PER_RUN = "items_per_run", "items of a rule set per run below N"
         FILL_RATE = "fill_rate", "a field's fill rate under X%"

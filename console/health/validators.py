@@ -15,6 +15,7 @@ DEFAULTS: dict[str, dict] = {
     "job_stalled": {"minutes": 30},
     "no_worker": {},
     "host_backoff": {"minutes": 15},
+    "host_blocked": {"minutes": 15, "min_blocks": 3},
     "zero_throughput": {"minutes": 15},
     "sink_failing": {"minutes": 10},
 }

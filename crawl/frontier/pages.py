@@ -29,7 +29,7 @@ from . import stages
 from .fair import fair_rows, project_weights
 from .leases import lease_claim, lease_finish, lease_holder
 from .stages import stage_rows
-from .verdicts import Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at, retry_later_at
+from .verdicts import BLOCKED, Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at, retry_later_at
 from .wakeups import waiting_until, wakeups_group
 
 QUEUED, LEASED, FETCHED = Page.State.QUEUED, Page.State.LEASED, Page.State.FETCHED
@@ -239,15 +239,17 @@ def _fetches_count(verdicts: list[tuple[Page, Verdict]]) -> None:
 
 
 def fetch_outcome(verdict: Verdict) -> tuple[str, str] | None:
-    """(metric, error code) of one fetch verdict: fetch_ok, fetch_backoff (the host asked us to
-    wait), fetch_failed (unreachable, timed out, 5xx: the site may be down) or fetch_other; None
-    for a page put back unsent (its host's slot was missed)."""
+    """(metric, error code) of one fetch verdict: fetch_ok, fetch_blocked (a block page),
+    fetch_backoff (the host asked us to wait), fetch_failed (unreachable, timed out, 5xx: the site
+    may be down) or fetch_other; None for a page put back unsent (its host's slot was missed)."""
     from core.net.client import SLOT_MISSED, is_transient  # here: the fetcher's imports lead back to the frontier
 
     if isinstance(verdict, Fetched | Done):
         return "fetch_ok", ""
     if isinstance(verdict, Postpone) and verdict.code == SLOT_MISSED:
         return None
+    if isinstance(verdict, Retry | Postpone) and verdict.code == BLOCKED:
+        return "fetch_blocked", BLOCKED
     if isinstance(verdict, Postpone) and verdict.code in BACKOFF_CODES:
         return "fetch_backoff", verdict.code
     if isinstance(verdict, Retry | Postpone) or is_transient(verdict.code):

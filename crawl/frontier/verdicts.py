@@ -13,8 +13,11 @@ from django.conf import settings
 from core.net.client import is_transient
 
 # Besides the network's transient errors (core.net.client.is_transient): a robots.txt that could not
-# be read, a host that asked us to wait, a storage that refused a write. Pages and assets alike.
-RETRYABLE = ("robots_unavailable", "host_backoff", "storage_error")
+# be read, a host that asked us to wait, a storage that refused a write, a block page. Pages and
+# assets alike.
+RETRYABLE = ("robots_unavailable", "host_backoff", "storage_error", "blocked")
+# The code of an answer a block rule matched (core/blocks.py): retried later, like a 429.
+BLOCKED = "blocked"
 
 
 @dataclass(frozen=True)

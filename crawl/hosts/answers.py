@@ -14,11 +14,13 @@ from .politeness import host_back_off, hosts_answered, hosts_note_failures, host
 
 @dataclass(frozen=True)
 class HostAnswer:
-    """One answer of a host: its HTTP status (None: no answer) and its Retry-After header's value."""
+    """One answer of a host: its HTTP status (None: no answer), its Retry-After header's value, and
+    the block rule its body matched (core/blocks.py), if any: a block page slows the host like a 429."""
 
     host: str
     status: int | None
     retry_after: str = ""
+    blocked: str = ""
 
 
 def hosts_record_answers(
@@ -33,6 +35,8 @@ def hosts_record_answers(
         seconds = retry_after_value(answer.retry_after) if backs_off else None
         if seconds:
             until[answer.host] = host_back_off(host=answer.host, seconds=seconds, status=answer.status)
+        elif answer.blocked:
+            throttled[answer.host] = f"a block page (rule '{answer.blocked}')"
         elif backs_off:
             throttled[answer.host] = f"HTTP {answer.status} without Retry-After"
         elif answer.status is not None and answer.status < 400:

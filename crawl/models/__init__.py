@@ -8,6 +8,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from crawl.validators import (
+    block_rule_list,
     cookie_map,
     crontab_fields,
     css_selector,
@@ -269,6 +270,21 @@ class Project(models.Model):
     )
     session_per_host = models.BooleanField(
         default=False, help_text="Pin each session to the first host it is used for (a site that ties it to one)."
+    )
+    block_detection = models.BooleanField(
+        default=True,
+        help_text='Class the common block pages as blocked (captcha pages, bot challenges, "access denied" '
+        "answered with 200): they are not parsed and are tried again later, the host slowed down.",
+    )
+    block_rules = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[block_rule_list],
+        help_text="Your own block rules, a JSON list; a rule holds when all its conditions do, e.g. "
+        '[{"name": "login wall", "selector": "form#login"}, {"status": 200, "regex": "(?i)rate limited"}, '
+        '{"title": "(?i)^sorry"}, {"shorter_than": 0.2}]. Conditions: status (a code or a list), regex '
+        '(over the body\'s first 16 KB), title (a regex), selector (CSS; with "absent": true, blocked '
+        "when it is missing), shorter_than (a share of the host's usual body length).",
     )
     media_kinds = models.CharField(
         max_length=100,
@@ -686,4 +702,5 @@ class PageVersion(models.Model):
 
 
 from crawl.models.assets import MediaAsset, PageAsset  # noqa: E402, F401 - the frontier's second entity
+from crawl.models.blocks import HostBlock  # noqa: E402, F401
 from crawl.models.sessions import CookieSession  # noqa: E402, F401 - a project's pool of sessions

@@ -45,6 +45,16 @@
     });
   }
 
+  // Hosts that answered block pages in the last hour: how many, and the latest one's rule and URL.
+  function blockedRows(rows) {
+    return rows.map((b) => {
+      const tr = document.createElement("tr");
+      tr.append(cell("th", b.host), cell("td", b.blocked, "num"), cell("td", b.rule), cell("td", b.url),
+        cell("td", new Date(b.seen_at).toLocaleTimeString()));
+      return tr;
+    });
+  }
+
   function stageRows(data) {
     const stages = Array.from(new Set([...Object.keys(data.backlog), ...Object.keys(data.queues)]));
     return stages.map((stage) => {
@@ -157,6 +167,7 @@
     fillRows("errors-by-code", errorRows(data.errors_by_code));
     fillRows("errors-by-host", errorRows(data.errors_by_host));
     fillRows("recent-failures", failureRows(data.recent_failures));
+    fillRows("hosts-blocked", blockedRows(data.blocked));
     drawChart(data.throughput);
     document.getElementById("dashboard-updated").textContent = new Date(data.generated_at).toLocaleTimeString();
     root.classList.remove("stale");
