@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, JSONField, Value
+from django.db.models import F, JSONField, Q, Value
 from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
@@ -245,7 +245,8 @@ def _render_from_now_on(project: Project, route: str, among: list[int] | None = 
     """The route's pages not rendered so far are (or those `among` these ids): queued ones go to
     the render stage, finished ones are fetched again there (those being fetched or waiting for
     extraction are sent back when they are extracted)."""
-    pages = Page.objects.filter(project=project, **{f"request__{AUTO_KEY}": route}).exclude(request__render=True)
+    plain = Q(request__render=False) | ~Q(request__has_key="render")  # not exclude(): a missing key is NULL
+    pages = Page.objects.filter(plain, project=project, **{f"request__{AUTO_KEY}": route})
     pages = pages if among is None else pages.filter(id__in=among)
     states = (Page.State.QUEUED, Page.State.DONE, Page.State.EXTRACTED)
     ids = list(pages.filter(state__in=states).values_list("id", flat=True))

@@ -59,6 +59,8 @@ def start_workers(workers) -> None:
     # The tests' 10 s lease can run out while a loaded machine starts Chromium: the reaper would hand
     # the pages to the render stage again and the count of renders would say nothing.
     workers.env["CRAWL_LEASE_SECONDS"] = "60"
+    # One sample decides: the other category pages, fetched plainly meanwhile, must go to the browser.
+    workers.env["CRAWL_RENDER_AUTO_SAMPLES"] = "1"
     for stage in ("fetch", "extract", "download", "render"):
         workers.start(stage, stage, concurrency=1)
 
