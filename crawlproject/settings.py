@@ -308,6 +308,8 @@ CRAWL_EXTRACT_BATCH = env.int("CRAWL_EXTRACT_BATCH", default=50)
 CRAWL_RENDER_BATCH = env.int("CRAWL_RENDER_BATCH", default=10)
 CRAWL_RENDER_TIMEOUT = env.float("CRAWL_RENDER_TIMEOUT", default=30.0)
 CRAWL_CHROMIUM_PATH = env.str("CRAWL_CHROMIUM_PATH", default="")
+# Rendered samples of an auto-render route that must match their plain pages before it is fetched plainly.
+CRAWL_RENDER_AUTO_SAMPLES = env.int("CRAWL_RENDER_AUTO_SAMPLES", default=3)
 CRAWL_DOWNLOAD_BATCH = env.int("CRAWL_DOWNLOAD_BATCH", default=10)
 # A claimed batch is owned for this long; after it the reaper gives the work to someone else.
 CRAWL_LEASE_SECONDS = env.int("CRAWL_LEASE_SECONDS", default=600)

@@ -6,6 +6,7 @@ dedicated thread per worker process, and the task's thread, which does the datab
 hands it URLs and waits for the answers.
 """
 
+import logging
 import os
 import queue
 import threading
@@ -21,6 +22,7 @@ from crawl.policy import allows_private, user_agent_of
 from .cookies import Session
 from .requests import page_proxy, render_request
 
+log = logging.getLogger("crawlhub.fetch")
 _THREAD: tuple[int, queue.Queue] | None = None
 
 
@@ -77,6 +79,7 @@ def render_all(
             request=rendered,
             timeout=request.timeout,
         )
+        log.info("rendered %s in Chromium: %s", page.url, response.status_code or response.error_code)
         if session is not None:
             configured = [c for c in rendered.cookies if c not in rendered.session_cookies]
             session.keep_browser(page.url, rendered.session_cookies, response.browser_cookies, configured)

@@ -95,7 +95,8 @@ def render_request(
 ) -> RenderRequest:
     """What build_request sends (or `built`, the request the round built and signed), for Chromium:
     the cookies (the project's, the session's and the row's own) go into the browser, whose cookie
-    rules send them; the rest goes with the page's first request."""
+    rules send them; the rest goes with the page's first request. The row's page actions (a rule
+    set's, a route's or the request's own) run once the page has loaded."""
     fetch_request = built or build_request(project, page)
     headers = {k: v for k, v in fetch_request.headers.items() if k.lower() not in ("cookie", "user-agent")}
     own_cookies = project_secrets_for(project, page.url)[1] | page.request.get("cookies", {})
@@ -106,4 +107,6 @@ def render_request(
         body=fetch_request.body,
         cookies=session_cookies + request_cookies(page.url, own_cookies),
         session_cookies=session_cookies,
+        actions=page.request.get("actions", []),
+        pace=project.min_delay,  # what the page's actions load is spaced as its host's pages are
     )

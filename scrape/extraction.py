@@ -15,6 +15,7 @@ from crawl.frontier.logins import login_pin
 from crawl.frontier.verdicts import Link
 from crawl.models import Page, Project
 from crawl.policy import project_media_rules, project_snapshot
+from scrape.auto_render import links_planned
 from scrape.extractors import HTML_TYPES, Extraction, extract_html, looks_binary, looks_like_html, media_kind_of
 from scrape.fingerprint import fingerprints
 from scrape.jsonapi import ApiConfigError, compile_api_config, config_version
@@ -52,6 +53,8 @@ class PageResult:
     handler_log: list[LogLine] | None = None  # what the spider's handler logged (None: no spider ran)
     dropped: dict = field(default_factory=dict)  # what the per-page caps left out: {"items": 90000}
     records_text: str = ""  # a JSON API page's records as indented JSON: its version's text, for diffs
+    refetch: dict | None = None  # fetch it again with this request (in the browser): scrape/auto_render.py
+    plain_route: str = ""  # kept plain while this auto route samples (scrape/auto_render.py)
 
     @property
     def failed(self) -> bool:
@@ -85,6 +88,7 @@ def _rule_sets(project: Project) -> list[CompiledRules]:
 def extract_page(page: Page, body: bytes, headers: dict) -> PageResult:
     """The whole extraction of one response (redirect, listing, JSON API, HTML, or not parsed)."""
     result = _extract(page, body, headers)
+    result.links = links_planned(page.project, result.links, project_rule_sets(page.project))
     if not result.failed:
         result.changes.setdefault("parsed", True)  # it may have been a response not parsed before
     if not page.project.download_media:

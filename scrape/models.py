@@ -189,3 +189,35 @@ class SpiderCheck(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RenderRoute(models.Model):
+    """A route of a project in auto render mode (a rule set's, a spider handler's): whether its
+    pages need a browser, and why (scrape/auto_render.py decides, from the signs its pages show)."""
+
+    class Decision(models.TextChoices):
+        SAMPLING = "sampling", "looking (plain fetches, rendered samples)"
+        RENDER = "render", "rendered from now on"
+        STATIC = "static", "plain fetches"
+
+    project = models.ForeignKey("crawl.Project", on_delete=models.CASCADE, related_name="render_routes")
+    route = models.CharField(max_length=120, help_text="rule:<rule set's item name> or spider:<handler>.")
+    decision = models.CharField(
+        max_length=10, choices=Decision.choices, default=Decision.SAMPLING, help_text="How its pages are fetched."
+    )
+    reason = models.TextField(blank=True, default="", help_text="Why: the sign that decided it.")
+    evidence_url = models.TextField(blank=True, default="", help_text="The page that showed the sign.")
+    samples_started = models.PositiveIntegerField(
+        default=0, help_text="Pages of the route sent to the browser to compare with their plain fetch."
+    )
+    samples_matched = models.PositiveIntegerField(
+        default=0, help_text="Rendered samples that found what the plain page had (enough of them: plain fetches)."
+    )
+    decided_at = models.DateTimeField(null=True, blank=True, help_text="When it was decided.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "route"], name="uniq_renderroute_project_route")]
+
+    def __str__(self) -> str:
+        return f"{self.route}: {self.decision}"

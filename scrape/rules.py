@@ -7,6 +7,8 @@ A field has exactly one of css / xpath (relative to the item element) and option
 or an attribute name), absolute, regex (group 1, else the whole match), type (str, int, float, bool) and
 many; values go through absolute, regex and type in that order, and a value they reject is missing.
 Items are of kind rule:<the RuleSet's own name>; the spec's "name", when given, overrides it.
+"render" (never, always, auto) and "actions" say how the pages it applies to are fetched (see
+scrape/render_plan.py and core/net/page_actions.py).
 """
 
 import hashlib
@@ -26,6 +28,8 @@ import lxml.html
 from core.hrefs import absolute_http_url
 from core.patterns import NESTED_REPEATS, UserPattern, compile_error, nests_repeats
 
+from .render_plan import RenderSettingError, RoutePlan, checked_actions, render_mode
+
 SPEC_KEYS = frozenset(
     {
         "name",
@@ -38,6 +42,8 @@ SPEC_KEYS = frozenset(
         "id_regex",
         "download_url_fmt",
         "priority",
+        "render",
+        "actions",
     }
 )
 FIELD_KEYS = frozenset({"css", "xpath", "attr", "regex", "type", "many", "absolute"})
@@ -85,11 +91,18 @@ class CompiledRules:
     id_regex: UserPattern | None = None
     download_url_fmt: str = ""
     priority: int = 0  # of the links this rule set follows: higher is fetched sooner
+    render: str | None = None  # never, always or auto for the pages it applies to (None: not set here)
+    actions: tuple = ()  # page actions when they are rendered (core.net.page_actions)
 
     @property
     def kind(self) -> str:
         """The kind of its items (Item.kind)."""
         return f"rule:{self.name}"
+
+    @property
+    def render_plan(self) -> RoutePlan | None:
+        """Its render setting as a route's (its key is its items' kind), or None when it sets none."""
+        return None if self.render is None else RoutePlan(self.render, self.kind, self.actions)
 
     def applies_to(self, url: str) -> bool:
         return not self.url_patterns or any(p.search(url) for p in self.url_patterns)
@@ -192,7 +205,15 @@ def compile_rules(spec: dict, *, name: str = "") -> CompiledRules:
         id_regex=None if id_regex is None else _regex("id_regex", id_regex),
         download_url_fmt="" if download_fmt is None else _download_fmt(download_fmt),
         priority=_priority(spec.get("priority", 0)),
+        **_render_setting(spec),
     )
+
+
+def _render_setting(spec: dict) -> dict:
+    try:
+        return {"render": render_mode(spec.get("render")), "actions": checked_actions(spec.get("actions"))}
+    except RenderSettingError as exc:
+        raise RuleError(str(exc)) from None
 
 
 def _priority(value) -> int:

@@ -26,14 +26,15 @@ from crawl.frontier.pages import (
     pages_finish,
 )
 from crawl.frontier.stages import EXTRACT, job_scope
-from crawl.frontier.verdicts import Done, Fail
+from crawl.frontier.verdicts import Done, Fail, Refetch
 from crawl.frontier.wakeups import wakeup_taken
 from crawl.models import Page, PageContent
 from crawl.policy import rules_stamp
 from crawl.results import pages_extracted
 from crawl.services.freshness import revisit, versions_record
 from crawlproject.queues import STAGES
-from scrape.extraction import PageResult, extract_page
+from scrape.auto_render import auto_render_catch_up, auto_render_review
+from scrape.extraction import PageResult, extract_page, project_rule_sets
 
 from .health import extracted_count
 from .models import HandlerLog, Item
@@ -60,6 +61,9 @@ def pages_extract(*, page_ids: list[int], worker: str = "", wake: str | None = N
     for results in by_project.values():
         with job_scope(results[0].page.job_id):  # a wake-up serves every project's job: its own log and messages
             discovered += _write_batch(results, token, worker)
+            auto_render_catch_up(
+                results[0].page.project, [(r.page.id, r.plain_route) for r in results if r.plain_route]
+            )
         pages_fetch_resumes(results[0].page.project)
     return discovered
 
@@ -84,7 +88,9 @@ def _write_batch(results: list[PageResult], token, worker: str) -> int:
 def _extract_safely(page: Page, content: PageContent | None) -> PageResult:
     try:
         body = zlib.decompress(content.body) if content is not None else b""
-        return extract_page(page, body, content.headers if content is not None else {})
+        result = extract_page(page, body, content.headers if content is not None else {})
+        auto_render_review(page, result, body, project_rule_sets(page.project))
+        return result
     except Exception as exc:
         log.exception("extraction failed for page %s", page.id)
         return PageResult(page=page, changes={}, error=("extract_error", repr(exc)[:2000]))
@@ -92,6 +98,16 @@ def _extract_safely(page: Page, content: PageContent | None) -> PageResult:
 
 def _write(results: list[PageResult], token, worker: str) -> int:
     project = results[0].page.project
+    refetched = [
+        (r.page, Refetch("render_needed", "fetched again in the browser", {"request": r.refetch}))
+        for r in results
+        if r.refetch
+    ]
+    results = [r for r in results if not r.refetch]
+    if refetched:
+        pages_finish(token=token, stage=EXTRACT, verdicts=refetched)
+    if not results:
+        return 0
     new_ids = pages_discover(project=project, links=[link for r in results for link in r.links])
     refs = {r.page.id: r.media for r in results if r.media}
     pending_pages = assets_link_many(project=project, refs_by_page=refs)

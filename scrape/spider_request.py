@@ -17,6 +17,8 @@ from urllib.parse import urlencode
 
 from core.net.egress import upstream_of
 
+from .render_plan import AUTO_KEY, MODES, RenderSettingError, checked_actions, render_mode
+
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 MAX_META_BYTES = 4096  # meta is copied onto every row the request makes
 MAX_BODY_BYTES = 65_536
@@ -25,8 +27,8 @@ PRIORITIES = range(-32768, 32768)  # Page.priority is a smallint
 MAX_TIMEOUT_SECONDS = 300.0
 MAX_RETRIES = 20
 # What page_request() keeps as it is (the others are written out by hand).
-_STORED = ("headers", "cookies", "route", "meta", "itag", "proxy")
-_OPTIONAL = ("age", "render", "timeout", "retries")  # kept when not None
+_STORED = ("headers", "cookies", "route", "meta", "itag", "proxy", "actions")
+_OPTIONAL = ("age", "timeout", "retries")  # kept when not None
 _NO_JSON = object()
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what no header value may carry (tab may)
@@ -46,7 +48,10 @@ class Request:
     How it is fetched, overriding the project: `proxy` (an http:// proxy URL), `render` (True: in
     headless Chromium, False: a plain fetch), `timeout` (seconds for the whole answer), `retries`
     (tries after a transient failure before the page fails) and `not_before` (a datetime, or a
-    delay in seconds: the page is not fetched before then)."""
+    delay in seconds: the page is not fetched before then). `render` is the setting rule sets and
+    spider routes have too: "never" (False), "always" (True) or "auto" (plainly, until its route is
+    found to need a browser: scrape/render_plan.py); `actions` run in the browser once the page has
+    loaded (core/net/page_actions.py)."""
 
     url: str
     priority: int = 0  # higher is fetched sooner
@@ -62,7 +67,8 @@ class Request:
     route: str | Callable | None = None
     meta: dict = field(default_factory=dict)
     proxy: str = ""
-    render: bool | None = None
+    render: bool | str | None = None
+    actions: list[dict] = field(default_factory=list)
     timeout: float | None = None
     retries: int | None = None
     not_before: datetime | float | None = None
@@ -75,6 +81,7 @@ class Request:
         self.age, self.itag = _age(self.age), _itag(self.itag)
         self.route, self.meta = _route(self.route), _meta(self.meta)
         self.proxy, self.render = _proxy(self.proxy), _render(self.render)
+        self.actions = _actions(self.actions)
         self.timeout, self.retries = _timeout(self.timeout), _retries(self.retries)
         self.not_before = _not_before(self.not_before)
 
@@ -84,6 +91,7 @@ class Request:
         stored |= {"body": self.body.decode()} if self.body is not None else {}
         stored |= {name: value for name in _STORED if (value := getattr(self, name))}
         stored |= {name: value for name in _OPTIONAL if (value := getattr(self, name)) is not None}
+        stored |= _stored_render(self.render)
         return stored | ({"not_before": self.not_before.isoformat()} if self.not_before else {})
 
     @classmethod
@@ -91,6 +99,8 @@ class Request:
         """The request a row was fetched with (its `request` JSON: a seed's or a spider's)."""
         names = ("method", *_STORED, *_OPTIONAL)
         fields = {n: stored[n] for n in names if n in stored}
+        if "render" in stored or AUTO_KEY in stored:
+            fields["render"] = "auto" if AUTO_KEY in stored else stored["render"]
         if "not_before" in stored:
             fields["not_before"] = datetime.fromisoformat(stored["not_before"])
         return cls(url, priority, body=stored.get("body") or None, **fields)
@@ -197,10 +207,28 @@ def _proxy(proxy: Any) -> str:
     return proxy.strip()
 
 
-def _render(render: Any) -> bool | None:
-    if render is not None and not isinstance(render, bool):
-        raise RequestError(f"render must be True, False or None (the project's choice), not {render!r}")
+def _render(render: Any) -> bool | str | None:
+    if render is not None and not isinstance(render, bool) and render not in MODES:
+        raise RequestError(
+            f"render must be True, False, one of {', '.join(MODES)}, or None (its route's or project's), not {render!r}"
+        )
     return render
+
+
+def _stored_render(render: bool | str | None) -> dict:
+    """The row's columns for it: `render` true or false; auto is fetched plainly first, its route
+    (`render_auto`) named when the link is planned (scrape/render_plan.py)."""
+    mode = render_mode(render)
+    if mode is None:
+        return {}
+    return {"render": False, AUTO_KEY: ""} if mode == "auto" else {"render": mode == "always"}
+
+
+def _actions(actions: Any) -> list[dict]:
+    try:
+        return list(checked_actions(actions))
+    except RenderSettingError as exc:
+        raise RequestError(str(exc)) from None
 
 
 def _timeout(timeout: Any) -> float | None:

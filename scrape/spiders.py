@@ -39,12 +39,14 @@ from core.hrefs import absolute_http_url
 
 from .extractors import looks_like_html
 from .handler_log import LogLine, handler_log_captured
+from .render_plan import RenderSettingError, RoutePlan, checked_actions, render_mode
 from .spider_request import Follow, Request, RequestError  # noqa: F401 - spiders import them from here
 
 MAX_ERROR_CHARS = 2000
 _CHARSET = re.compile(r"""charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
 _BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _ROUTES_ATTR = "_spider_routes"
+_RENDER_ATTR = "_spider_render"
 
 
 class SpiderError(Exception):
@@ -171,12 +173,22 @@ class SpiderResult:
 Handler = Callable[[Response], Any]
 
 
-def route(pattern: str) -> Callable[[Callable], Callable]:
-    """Mark a Spider method as the handler of URLs that re.search(pattern) finds. Stackable."""
+def route(
+    pattern: str, *, render: bool | str | None = None, actions: list | None = None
+) -> Callable[[Callable], Callable]:
+    """Mark a Spider method as the handler of URLs that re.search(pattern) finds. Stackable.
+    `render` (never, always, auto) and `actions` say how its pages are fetched (scrape/render_plan.py);
+    they belong to the handler, whichever of its patterns matched."""
     regex = re.compile(pattern)
+    try:
+        mode, checked = render_mode(render), checked_actions(actions)
+    except RenderSettingError as exc:
+        raise SpiderError(f"@route({pattern!r}): {exc}") from None
 
     def mark(method: Callable) -> Callable:
         setattr(method, _ROUTES_ATTR, (*getattr(method, _ROUTES_ATTR, ()), regex))
+        if mode is not None or checked:
+            setattr(method, _RENDER_ATTR, RoutePlan(mode, f"spider:{method.__name__}", checked))
         return method
 
     return mark
@@ -191,6 +203,7 @@ class Spider:
 
     name: str = ""
     _routes: tuple[tuple[re.Pattern, str], ...] = ()
+    sets_render = False  # whether a @route of it says how its pages are fetched (render=, actions=)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -201,6 +214,7 @@ class Spider:
                     seen.add(attr)
                     routes.extend((regex, attr) for regex in getattr(value, _ROUTES_ATTR, ()))
         cls._routes = tuple(routes)
+        cls.sets_render = any(getattr(getattr(cls, attr), _RENDER_ATTR, None) for _, attr in routes)
 
     @property
     def log(self) -> logging.Logger:
@@ -217,6 +231,13 @@ class Spider:
     def routes(self, url: str) -> bool:
         """Whether one of the spider's @route patterns matches `url` (its `default` aside)."""
         return any(regex.search(url) for regex, _ in self._routes)
+
+    def render_plan(self, url: str, route_name: str | None = None) -> RoutePlan | None:
+        """The render setting of the handler that parses `url` (the request's `route`, else the
+        URL's @route), or None when its @route sets none."""
+        handler = getattr(self, route_name, None) if route_name else self.handler_for(url)
+        plan = getattr(handler, _RENDER_ATTR, None)
+        return plan if plan is not None and plan.mode is not None else None
 
     def handler_named(self, name: str) -> Handler:
         """The handler a Request's `route` names: a public method of this spider."""

@@ -52,6 +52,7 @@ from core.net.browser_routes import (
 from core.net.client import BodyTooLarge, FetchResponse, RenderRequest
 from core.net.egress import EgressError, gate, upstream_of
 from core.net.guard import BlockedAddress
+from core.net.page_actions import actions_run
 
 log = logging.getLogger("crawlhub.render")
 
@@ -190,7 +191,8 @@ class Renderer:
 
         `request`: the page's method, body and headers (they go with its first request only: a
         redirect is followed with a GET, as a browser does) and the cookies the context starts
-        with; the cookies the context ends with come back in `browser_cookies`.
+        with; the cookies the context ends with come back in `browser_cookies`. Its `actions` run
+        once the page has loaded, within `timeout` (core.net.page_actions).
         """
         started = time.monotonic()
         response = FetchResponse(url=url)
@@ -222,6 +224,7 @@ class Renderer:
             _add_cookies(context, session.request.cookies)
             session.page = context.new_page()
             main = navigate(session.page, session, response.url)
+            actions_run(session.page, session.request.actions, deadline=session.deadline, pace=session.request.pace)
             session.page.wait_for_timeout(wait_after_load_ms)
             _fill(response, session.page, main, session, max_bytes)
             response.browser_cookies = context.cookies()

@@ -167,13 +167,16 @@ class FetchRequest:
 class RenderRequest:
     """What a rendered page's first request carries besides its URL (method, body, headers with the
     validators), and the cookies Chromium is given for the render (Playwright's cookie dicts);
-    `session_cookies` are those of the project's session among them."""
+    `session_cookies` are those of the project's session among them. `actions`: the page actions
+    run once it has loaded (core.net.page_actions), `pace` seconds apart."""
 
     method: str = "GET"
     headers: dict = field(default_factory=dict)
     body: bytes | None = None
     cookies: list[dict] = field(default_factory=list)
     session_cookies: list[dict] = field(default_factory=list)
+    actions: list[dict] = field(default_factory=list)
+    pace: float = 0.0
 
 
 async def fetch(

@@ -29,7 +29,19 @@ from . import stages
 from .fair import fair_rows, project_weights
 from .leases import lease_claim, lease_finish, lease_holder
 from .stages import stage_rows
-from .verdicts import BLOCKED, Done, Fail, Fetched, Postpone, Retry, Verdict, error_columns, retry_at, retry_later_at
+from .verdicts import (
+    BLOCKED,
+    Done,
+    Fail,
+    Fetched,
+    Postpone,
+    Refetch,
+    Retry,
+    Verdict,
+    error_columns,
+    retry_at,
+    retry_later_at,
+)
 from .wakeups import waiting_until, wakeups_group
 
 QUEUED, LEASED, FETCHED = Page.State.QUEUED, Page.State.LEASED, Page.State.FETCHED
@@ -275,6 +287,9 @@ def _columns(page: Page, verdict: Verdict, now) -> dict:
             due = now + timedelta(seconds=verdict.revisit_seconds)
             columns |= {"revisit_seconds": verdict.revisit_seconds, "next_fetch_at": due}
         return columns
+    if isinstance(verdict, Refetch):
+        due = {"state": QUEUED, "attempts": 0, "next_fetch_at": now, "enqueued_at": now}
+        return verdict.fields | cleared | {"etag": "", "last_modified": "", "content_sha256": ""} | due
     error = error_columns(verdict)
     if isinstance(verdict, Postpone):
         wait = waiting_until(verdict.until, now)

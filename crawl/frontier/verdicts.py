@@ -111,7 +111,17 @@ class Fail:
     fields: dict = field(default_factory=dict)
 
 
-Verdict = Fetched | Done | Retry | Postpone | Fail
+@dataclass
+class Refetch:
+    """The stored answer is not what the page needs (a plain fetch of a page that needs a browser):
+    fetch it again now, with `fields` (its new request, no validators)."""
+
+    code: str
+    message: str
+    fields: dict = field(default_factory=dict)
+
+
+Verdict = Fetched | Done | Retry | Postpone | Fail | Refetch
 
 
 def retry_or_fail(code: str, message: str, fields: dict | None = None) -> Retry | Fail:
