@@ -22,6 +22,7 @@ HTML = {"Content-Type": "text/html; charset=utf-8"}
 PAGES = 30
 REST_SECONDS = 1.0
 PASSWORD = "pool-s3cret"
+TIMEOUT = ("--timeout", "120")
 
 
 def page(*links: str) -> tuple:
@@ -49,8 +50,17 @@ def test_the_crawl_completes_through_the_good_proxy_and_the_broken_one_rests_the
     try:
         with SiteServer(site) as server:
             done = run_manage(
-                ["crawl", f"{server.url}/", "--allow-private", "--workers", "0", "--json", "--project", "pooled"]
-                + ["--timeout", "120"],
+                [
+                    "crawl",
+                    f"{server.url}/",
+                    "--allow-private",
+                    "--workers",
+                    "0",
+                    "--json",
+                    "--project",
+                    "pooled",
+                    *TIMEOUT,
+                ],
                 env,
             )
             served = server.paths()
