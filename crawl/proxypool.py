@@ -142,10 +142,10 @@ def proxy_back_in_service(*, proxies) -> int:
 # --- The fetch stage's side ---------------------------------------------------------------------
 
 
-def pages_split_by_pool(pool: list[ProjectProxy], pages: list[Page]):
+def pages_split_by_pool(pool: list[ProjectProxy], pages: list[Page], session_keys: list[str | None] | None = None):
     """(the pages sent now, the verdicts of those that wait for a resting pool, {page id: its pool
-    proxy}) for one project's pages of a batch."""
-    pick = proxies_pick(pool=pool, pages=pages)
+    proxy}) for one project's pages of a batch (`session_keys`: each page's session, if any)."""
+    pick = proxies_pick(pool=pool, pages=pages, session_keys=session_keys)
     if pick.back_at is None:
         return pages, [], {page.id: proxy for page, proxy in zip(pages, pick.proxies, strict=True)}
     waiting = Postpone(RESTING, "every proxy of the project rests; it is tried again then", pick.back_at)
@@ -158,8 +158,10 @@ def answers_record(answered) -> dict[int, ProjectProxy]:
     outcomes = []
     for part, responses in answered:
         for proxy, response in zip(part.proxies, responses, strict=True):
+            if proxy is None:
+                continue
             seen = outcome_of(response.status_code, response.error_code, response.headers)
-            if proxy is not None and seen is not None:
+            if seen is not None:
                 error = response.error_message or (f"HTTP {response.status_code}" if seen == "error" else "")
                 outcomes.append((proxy.id, seen, response.elapsed, error))
     return proxies_record(outcomes) if outcomes else {}
