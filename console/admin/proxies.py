@@ -6,7 +6,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from console.access import may
+from console.access.policy import may
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.masking import masked_url, unmasked_url
 from crawl.models import ProjectProxy

@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 
+from console.access.roles import roles_install
 from console.models import ProjectAccess
-from console.roles import roles_install
 from crawl.models import Project, ProjectProxy
 
 pytestmark = pytest.mark.django_db

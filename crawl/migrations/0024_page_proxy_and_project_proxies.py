@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawl', '0021_project_cookies_capped'),
+        ('crawl', '0023_servers_by_port'),
     ]
 
     operations = [
