@@ -706,5 +706,5 @@ class PageVersion(models.Model):
 
 from crawl.models.assets import MediaAsset, PageAsset  # noqa: E402, F401 - the frontier's second entity
 from crawl.models.blocks import HostBlock  # noqa: E402, F401
-from crawl.models.sessions import CookieSession  # noqa: E402, F401 - a project's pool of sessions
 from crawl.models.proxies import ProjectProxy  # noqa: E402, F401 - a project's proxy pool
+from crawl.models.sessions import CookieSession  # noqa: E402, F401 - a project's pool of sessions

@@ -8,13 +8,13 @@ import socket
 from datetime import timedelta
 
 import pytest
+from crawl.services.fetch_stage import pages_fetch
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from core.canonical import server_of
 from crawl.models import Host, Page, ProjectProxy
 from crawl.proxypool import proxy_outcome, proxy_state
-from crawl.services.fetch_stage import pages_fetch
 from crawl.services.projects import project_get_or_create, seeds_add
 from tests.conftest import last_json_line, run_manage
 from tests.servers import ForwardProxy, Site, SiteServer

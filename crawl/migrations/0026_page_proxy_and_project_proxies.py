@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawl', '0023_servers_by_port'),
+        ('crawl', '0025_project_block_rules'),
     ]
 
     operations = [
