@@ -1,6 +1,6 @@
 """A proxy pool's arithmetic, without Django: what an answer says of the proxy that carried it, a
 proxy's health after it (score, latency, errors in a row, rests), and which proxy each request of a
-batch goes through (in turn, sticky per session when asked). crawl/proxypool.py stores it."""
+batch goes through (in turn, sticky per session when asked). fetch/proxy_pool.py stores it."""
 
 import hashlib
 from dataclasses import dataclass, replace

@@ -339,7 +339,7 @@ CRAWL_THROTTLE_FORGIVE_SECONDS = env.float("CRAWL_THROTTLE_FORGIVE_SECONDS", def
 # A host that stopped answering is held back, and probed this often with one request; the moment it
 # answers, the pages waiting for it are due again.
 CRAWL_HOST_PROBE_SECONDS = env.float("CRAWL_HOST_PROBE_SECONDS", default=10.0)
-# A project's proxy pool (crawl/proxypool.py): a proxy that spoils this many answers in a row (errors
+# A project's proxy pool (fetch/proxy_pool.py): a proxy that spoils this many answers in a row (errors
 # or blocks) rests this long, then is tried again with one request; each rest in a row doubles, up to the max.
 CRAWL_PROXY_ERRORS_TO_REST = env.int("CRAWL_PROXY_ERRORS_TO_REST", default=3)
 CRAWL_PROXY_REST_SECONDS = env.float("CRAWL_PROXY_REST_SECONDS", default=60.0)

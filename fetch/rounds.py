@@ -34,12 +34,12 @@ from crawl.hosts.politeness import GRANT_AHEAD_SECONDS, hosts_learn_delays, host
 from crawl.hosts.robots_cache import robots_policies
 from crawl.models import Page, PageContent, Project
 from crawl.policy import allows_private, fetch_limits, user_agent_of
-from crawl.proxypool import answers_record, pages_split_by_pool, pool_proxy_url, pool_verdict, proxy_pools
 from crawl.services.projects import sitemaps_offer
 
 from .blocks import blocks_judge, blocks_record
 from .cookies import Session, session_save
 from .outcomes import outcome
+from .proxy_pool import answers_record, pages_split_by_pool, pool_proxy_url, pool_verdict, proxy_pools
 from .rendering import render_all
 from .requests import Signer, SignError, build_request, page_client, page_proxy, signed, signer_of
 from .session_pool import SessionPool, pool_load, pool_record
@@ -86,7 +86,7 @@ class FetchPart:
     in_flight: int = 1
     pool: SessionPool | None = None  # the project's sessions; each request goes with one of them:
     sessions: list[Session | None] = field(default_factory=list)  # in the order of the pages
-    proxy_pool: list = field(default_factory=list)  # the project's proxy pool (crawl/proxypool.py)
+    proxy_pool: list = field(default_factory=list)  # the project's proxy pool (fetch/proxy_pool.py)
     proxies: list = field(default_factory=list)  # the proxy pool's proxy of each page (None: not the pool's)
 
 
@@ -185,7 +185,7 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
     blocks_record(pages, responses, blocks)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
     again = _record_sessions([(part, part_responses) for _, part, part_responses in answered], set(blocks))
-    now_proxies = answers_record([(part, part_responses) for _, part, part_responses in answered])
+    now_proxies = answers_record([(part, part_responses) for _, part, part_responses in answered], set(blocks))
     groups = defaultdict(list)  # (token, job) -> [(page, verdict)]
     for fetch_round, part, part_responses in answered:
         sent = zip(part.pages, part_responses, part.sessions, part.proxies, strict=True)

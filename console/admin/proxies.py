@@ -10,7 +10,7 @@ from console.access.policy import may
 from console.admin.access import PROJECT_FILTER, ProjectScopedAdmin
 from console.masking import masked_url, unmasked_url
 from crawl.models import ProjectProxy
-from crawl.proxypool import proxy_back_in_service, proxy_state
+from fetch.proxy_pool import proxy_back_in_service, proxy_state
 
 
 class ProxyForm(forms.ModelForm):

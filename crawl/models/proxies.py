@@ -1,4 +1,4 @@
-"""A project's proxy pool: one row per proxy, with the health its answers gave it (crawl/proxypool.py
+"""A project's proxy pool: one row per proxy, with the health its answers gave it (fetch/proxy_pool.py
 picks and scores them; core/proxyhealth.py holds the arithmetic)."""
 
 from django.db import models

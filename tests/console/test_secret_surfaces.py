@@ -31,7 +31,7 @@ from console.models import Job, ProjectAccess
 from core.net.guard import allow_networks
 from crawl.frontier.discovery import seed_request
 from crawl.models import Page, PageContent, Project, ProjectProxy, Seed, SessionCookie
-from crawl.proxypool import proxy_outcome
+from fetch.proxy_pool import proxy_outcome
 from scrape.models import Item
 from scrape.spider_request import Request
 from sinks.delivery import sink_deliver, sinks_offer

@@ -3,7 +3,7 @@ its proxy.
 
 Proxies take the pages in turn (least recently used first), never one that rests; a request with a
 `session_key` keeps to its session's proxy. A proxy that spoils CRAWL_PROXY_ERRORS_TO_REST answers
-in a row (errors, or blocks the block detector reports through `proxy_outcome`) rests, then is tried
+in a row (errors, or blocks: answers the block detector judged blocked, or `proxy_outcome`) rests, then is tried
 again with one page; a good answer puts it back in service, another failure rests it twice as long.
 When every proxy rests, the pages wait (they never go out without one). Its health is written
 under a row lock, one short transaction per proxy and batch, so workers never lose each other's counts."""
@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.masking import masked_secrets, url_secrets
-from core.proxyhealth import Candidate, Health, RestRules, after, in_turn, outcome_of, proxy_fault
+from core.proxyhealth import BLOCKED, Candidate, Health, RestRules, after, in_turn, outcome_of, proxy_fault
 from crawl.frontier.verdicts import Postpone, Retry
 from crawl.models import Page, ProjectProxy
 
@@ -117,7 +117,7 @@ def _record(proxy_id: int, outcomes: list) -> ProjectProxy:
         now = timezone.now()
         resting = proxy.rested_until is not None and proxy.rested_until > now
         health, rest = after(health, outcome, None if latency is None else latency * 1000, resting=resting, rules=rules)
-        proxy.uses += outcome != "blocked"  # a block is reported after its answer was counted
+        proxy.uses += 1
         proxy.errors += outcome == "error"
         proxy.blocks += outcome == "blocked"
         if error:
@@ -152,15 +152,17 @@ def pages_split_by_pool(pool: list[ProjectProxy], pages: list[Page], session_key
     return [], [(page, waiting) for page in pages], {}
 
 
-def answers_record(answered) -> dict[int, ProjectProxy]:
+def answers_record(answered, blocked: set[int] = frozenset()) -> dict[int, ProjectProxy]:
     """What the parts' answers say of their pool proxies (`answered`: (part, responses) pairs, each
-    part with its pages' `proxies`); returns those proxies as they are now."""
+    part with its pages' `proxies`; `blocked`: the ids of the pages the block detector judged
+    blocked, a block against their proxy); returns those proxies as they are now."""
     outcomes = []
     for part, responses in answered:
-        for proxy, response in zip(part.proxies, responses, strict=True):
+        for page, proxy, response in zip(part.pages, part.proxies, responses, strict=True):
             if proxy is None:
                 continue
             seen = outcome_of(response.status_code, response.error_code, response.headers)
+            seen = BLOCKED if page.id in blocked and seen is not None else seen
             if seen is not None:
                 error = response.error_message or (f"HTTP {response.status_code}" if seen == "error" else "")
                 outcomes.append((proxy.id, seen, response.elapsed, error))

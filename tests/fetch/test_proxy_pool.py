@@ -8,14 +8,14 @@ import socket
 from datetime import timedelta
 
 import pytest
-from crawl.services.fetch_stage import pages_fetch
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from core.canonical import server_of
 from crawl.models import Host, Page, ProjectProxy
-from crawl.proxypool import proxy_outcome, proxy_state
 from crawl.services.projects import project_get_or_create, seeds_add
+from fetch.proxy_pool import proxy_outcome, proxy_state
+from fetch.services import pages_fetch
 from tests.conftest import last_json_line, run_manage
 from tests.servers import ForwardProxy, Site, SiteServer
 
@@ -137,7 +137,7 @@ def test_blocks_reported_by_the_block_detector_rest_a_proxy_and_its_errors_are_m
     proxy_outcome(proxy, "ok", 0.2)
     proxy_outcome(proxy.id, "blocked", 0.1)
     now = proxy_outcome(proxy, "error", 0.3, error=f"the proxy http://u:{PASSWORD}@proxy.test:3128 failed")
-    assert (now.uses, now.errors, now.blocks, now.latency_ms) == (2, 1, 1, pytest.approx(200))
+    assert (now.uses, now.errors, now.blocks, now.latency_ms) == (3, 1, 1, pytest.approx(200))
     assert proxy_state(now) == "resting" and now.rested_until > timezone.now() + timedelta(seconds=25)
     assert PASSWORD not in now.last_error and PASSWORD not in str(now)
     with pytest.raises(ValueError):
@@ -150,3 +150,18 @@ def test_a_pool_proxy_must_be_an_http_url_and_the_refusal_does_not_quote_it(db):
     with pytest.raises(ValidationError) as refused:
         proxy.full_clean()
     assert PASSWORD not in str(refused.value)
+
+
+def test_a_block_page_counts_against_the_proxy_that_carried_it(db):
+    captcha = (200, {"Content-Type": "text/html"}, b"<html><title>Sorry</title><body>rate limited</body></html>")
+    proxy = ForwardProxy()
+    try:
+        with SiteServer(Site(default=captcha)) as site:
+            project, (pooled,) = pooled_project(proxy.url(), block_rules=[{"regex": "rate limited"}])
+            ids = seeds_add(project=project, urls=[f"{site.url}/a"])
+            pages_fetch(page_ids=ids)
+    finally:
+        proxy.close()
+    pooled.refresh_from_db()
+    assert (pooled.uses, pooled.blocks, pooled.errors, pooled.errors_in_row) == (1, 1, 0, 1)
+    assert Page.objects.get(id=ids[0]).proxy == proxy.url()
