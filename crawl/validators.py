@@ -128,3 +128,15 @@ def css_selector(value: str) -> None:
         selector_xpath(value)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+
+
+def proxy_url(value: str) -> None:
+    """An http:// proxy URL with a host (credentials in it are kept, and never quoted back)."""
+    from core.net.egress import upstream_of  # the gate's own reading of it
+
+    try:
+        upstream_of(value)
+    except ValueError:
+        raise ValidationError(
+            "a proxy must be an http:// URL with a host, e.g. http://user:password@proxy:3128"
+        ) from None

@@ -339,6 +339,11 @@ CRAWL_THROTTLE_FORGIVE_SECONDS = env.float("CRAWL_THROTTLE_FORGIVE_SECONDS", def
 # A host that stopped answering is held back, and probed this often with one request; the moment it
 # answers, the pages waiting for it are due again.
 CRAWL_HOST_PROBE_SECONDS = env.float("CRAWL_HOST_PROBE_SECONDS", default=10.0)
+# A project's proxy pool (fetch/proxy_pool.py): a proxy that spoils this many answers in a row (errors
+# or blocks) rests this long, then is tried again with one request; each rest in a row doubles, up to the max.
+CRAWL_PROXY_ERRORS_TO_REST = env.int("CRAWL_PROXY_ERRORS_TO_REST", default=3)
+CRAWL_PROXY_REST_SECONDS = env.float("CRAWL_PROXY_REST_SECONDS", default=60.0)
+CRAWL_PROXY_MAX_REST_SECONDS = env.float("CRAWL_PROXY_MAX_REST_SECONDS", default=3600.0)
 CRAWL_MAX_BODY_BYTES = env.int("CRAWL_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 CRAWL_MAX_MEDIA_BYTES = env.int("CRAWL_MAX_MEDIA_BYTES", default=200 * 1024 * 1024)
 CRAWL_MEDIA_TOTAL_TIMEOUT = env.float("CRAWL_MEDIA_TOTAL_TIMEOUT", default=600.0)

@@ -60,16 +60,21 @@ def render_page(
 
 
 def render_all(
-    project: Project, pages: list[Page], requests: list[FetchRequest], sessions: list[Session | None]
+    project: Project,
+    pages: list[Page],
+    requests: list[FetchRequest],
+    sessions: list[Session | None],
+    proxies: list[str] | None = None,
 ) -> list[FetchResponse]:
     """One page at a time in this process's headless Chromium, each at its politeness slot, with
-    what its request carries (method, body, headers, cookies, validators) and its session."""
+    what its request carries (method, body, headers, cookies, validators), its session and its
+    proxy pool's proxy (`proxies`: their URLs, "" for none)."""
     agent, private = user_agent_of(project), allows_private(project)
     responses = []
-    for page, request, session in zip(pages, requests, sessions, strict=True):
+    for page, request, session, pooled in zip(pages, requests, sessions, proxies or [""] * len(pages), strict=True):
         time.sleep(max(0.0, request.start_at - time.time()))
         rendered = render_request(project, page, session, built=request)
-        proxy, private_proxy = page_proxy(project, page)
+        proxy, private_proxy = page_proxy(project, page, pooled)
         response = render_page(
             request.url,
             allow_private=private,

@@ -22,19 +22,21 @@ class SignError(Exception):
     """A signer failed, or changed what it may not (the host its slot was booked for)."""
 
 
-def page_proxy(project: Project, page: Page) -> tuple[str, bool]:
+def page_proxy(project: Project, page: Page, pooled: str = "") -> tuple[str, bool]:
     """The proxy the page goes through, and whether it may be on a private network: the project's
-    own (trusted, as its other settings are), or one the page's request names, private only where
-    the project allows private addresses."""
+    own (`pooled`, the one its pool gave the page, else its proxy setting: trusted, as its other
+    settings are), or one the page's request names, private only where the project allows private
+    addresses."""
     own = page.request.get("proxy") or ""
-    if not own or own == project.proxy:
-        return project.proxy, True
+    if not own or own in (project.proxy, pooled):
+        return pooled or project.proxy, True
     return own, allows_private(project)
 
 
-def page_client(project: Project, page: Page):
-    """The client of a page whose request names a proxy of its own (None: the project's client)."""
-    proxy, private_proxy = page_proxy(project, page)
+def page_client(project: Project, page: Page, pooled: str = ""):
+    """The client of a page whose request names a proxy of its own, or whose pool gave it one
+    (None: the project's client)."""
+    proxy, private_proxy = page_proxy(project, page, pooled)
     if proxy == project.proxy:
         return None
     return runner.client(allow_private=allows_private(project), proxy=proxy, private_proxy=private_proxy)

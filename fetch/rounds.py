@@ -15,6 +15,7 @@ from django.utils import timezone
 from structlog.contextvars import bound_contextvars
 
 from core.canonical import origin_of, server_of
+from core.masking import masked_url
 from core.net.client import SLOT_MISSED, FetchRequest, FetchResponse, fetch_many, is_transient, runner
 from crawl.frontier.pages import (
     page_never_given_up,
@@ -38,8 +39,9 @@ from crawl.services.projects import sitemaps_offer
 from .blocks import blocks_judge, blocks_record
 from .cookies import Session, session_save
 from .outcomes import outcome
+from .proxy_pool import answers_record, pages_split_by_pool, pool_proxy_url, pool_verdict, proxy_pools
 from .rendering import render_all
-from .requests import Signer, SignError, build_request, page_client, signed, signer_of
+from .requests import Signer, SignError, build_request, page_client, page_proxy, signed, signer_of
 from .session_pool import SessionPool, pool_load, pool_record
 
 log = logging.getLogger("crawlhub.fetch")
@@ -84,6 +86,8 @@ class FetchPart:
     in_flight: int = 1
     pool: SessionPool | None = None  # the project's sessions; each request goes with one of them:
     sessions: list[Session | None] = field(default_factory=list)  # in the order of the pages
+    proxy_pool: list = field(default_factory=list)  # the project's proxy pool (fetch/proxy_pool.py)
+    proxies: list = field(default_factory=list)  # the proxy pool's proxy of each page (None: not the pool's)
 
 
 @dataclass
@@ -104,9 +108,10 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
     by_project = defaultdict(list)
     for page in pages:
         by_project[page.project_id].append(page)
+    proxies_of = proxy_pools(by_project)
     for project_pages in by_project.values():
-        project = project_pages[0].project
-        allowed, refused, unreadable, learned = _split_by_robots(project_pages, project)
+        project, proxy_pool = project_pages[0].project, proxies_of.get(project_pages[0].project_id, [])
+        allowed, refused, unreadable, learned = _split_by_robots(project_pages, project, pool_proxy_url(proxy_pool))
         held = hosts_note_failures(robots_unreadable=unreadable, unreachable=set())
         for page, (code, text) in refused:
             passing = code == "robots_unavailable" or is_transient(code)
@@ -114,9 +119,13 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
                 verdicts.append((page, Postpone(code, f"{text}; the host is held back", held[page.host])))
             else:
                 verdicts.append((page, retry_or_fail(code, text, {"fetched_by": worker})))
+        allowed, waiting, proxy_of = pages_split_by_pool(proxy_pool, allowed)
+        verdicts += waiting
         pool = pool_load(project, allowed) if allowed else None
         signer = signer_of(project) if allowed else None
         parts, blocked = _parts(project, allowed, grants, learned, pool, signer)
+        for part in parts:
+            part.proxy_pool, part.proxies = proxy_pool, [proxy_of.get(page.id) for page in part.pages]
         fetch_round.parts += parts
         verdicts += blocked
     for job, job_verdicts in _by_job(verdicts).items():
@@ -137,11 +146,12 @@ def round_start(fetch_round: FetchRound, render: bool) -> list[tuple[FetchPart, 
     for part in fetch_round.parts:
         if render:
             future = concurrent.futures.Future()
-            future.set_result(render_all(part.project, part.pages, part.requests, part.sessions))
+            pooled = [_url(proxy) for proxy in part.proxies]
+            future.set_result(render_all(part.project, part.pages, part.requests, part.sessions, pooled))
         else:
             client = runner.client(allow_private=allows_private(part.project), proxy=part.project.proxy)
-            for page, request in zip(part.pages, part.requests, strict=True):
-                request.client = page_client(part.project, page)  # a proxy of the request's own
+            for page, request, pooled in zip(part.pages, part.requests, part.proxies, strict=True):
+                request.client = page_client(part.project, page, _url(pooled))  # a proxy of its own or its pool's
             future = runner.submit(
                 fetch_many(
                     client,
@@ -175,11 +185,15 @@ def parts_finish(done: list[tuple[FetchRound, FetchPart, concurrent.futures.Futu
     blocks_record(pages, responses, blocks)
     _keep_sessions([(part, part_responses) for _, part, part_responses in answered])
     again = _record_sessions([(part, part_responses) for _, part, part_responses in answered], set(blocks))
+    now_proxies = answers_record([(part, part_responses) for _, part, part_responses in answered], set(blocks))
     groups = defaultdict(list)  # (token, job) -> [(page, verdict)]
     for fetch_round, part, part_responses in answered:
-        for page, response, session in zip(part.pages, part_responses, part.sessions, strict=True):
+        sent = zip(part.pages, part_responses, part.sessions, part.proxies, strict=True)
+        for page, response, session, pooled in sent:
             blocked = blocks.get(page.id)  # a block page is counted as one, though its session is retired too
             verdict = (not blocked and again.get(page.id)) or _verdict(page, response, backoffs, fetch_round, blocked)
+            verdict.fields["proxy"] = _proxy_shown(page, response, _url(pooled))
+            verdict = pool_verdict(verdict, response, pooled, part.proxy_pool, now_proxies)
             if session is not None and session.owner_id is not None:
                 verdict.fields["cookie_session_id"] = session.owner_id
             groups[(fetch_round.token, page.job_id)].append((page, verdict))
@@ -207,6 +221,18 @@ def _verdict(page: Page, response: FetchResponse, backoffs: dict, fetch_round: F
     verdict = outcome(page, response, backoffs.get(page.host), blocked)
     verdict.fields["fetched_by"] = fetch_round.worker
     return verdict
+
+
+def _url(pooled) -> str:
+    """A pool proxy's URL ("": none)."""
+    return pooled.url if pooled is not None else ""
+
+
+def _proxy_shown(page: Page, response: FetchResponse, pooled: str) -> str:
+    """The proxy the page went through, as its row keeps it (password masked; "" when it was not sent)."""
+    if response.error_code == SLOT_MISSED:
+        return page.proxy
+    return masked_url(page_proxy(page.project, page, pooled)[0])[:300]
 
 
 def _by_job(verdicts: list) -> dict:
@@ -247,15 +273,19 @@ def wake_for_next(render: bool, *, claimed: bool) -> None:
     pages_wake_when_due(render=render, early=GRANT_AHEAD_SECONDS, least=0.0 if claimed else IDLE_RETRY_SECONDS)
 
 
-def _split_by_robots(pages: list[Page], project: Project) -> tuple[list[Page], list, set[str], dict]:
+def _split_by_robots(pages: list[Page], project: Project, pooled: str = "") -> tuple[list[Page], list, set[str], dict]:
     """Pages robots.txt lets us fetch, (page, (error_code, message)) for the others, the hosts
     whose robots.txt could not be read, and {host: latest start of its first request} for hosts
-    whose Crawl-delay was learned now (it is remembered for the claims that book their slots)."""
+    whose Crawl-delay was learned now (it is remembered for the claims that book their slots).
+    robots.txt goes through `pooled` (a proxy of the project's pool), else the project's proxy."""
     if not project.obey_robots:
         return pages, [], set(), {}
     agent = user_agent_of(project)
     policies = robots_policies(
-        {origin_of(p.url) for p in pages}, allow_private=allows_private(project), user_agent=agent, proxy=project.proxy
+        {origin_of(p.url) for p in pages},
+        allow_private=allows_private(project),
+        user_agent=agent,
+        proxy=pooled or project.proxy,
     )
     _offer_sitemaps(project, policies)
     allowed, refused, delays, unreadable = [], [], {}, set()

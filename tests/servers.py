@@ -365,14 +365,17 @@ class Victim:
 
 class ForwardProxy:
     """Serves CONNECT tunnels and absolute-form http:// requests, asks for Basic credentials when
-    given some, and logs every connection it accepts: the witness of what reached it."""
+    given some, and logs every connection it accepts: the witness of what reached it. `failing`: a
+    status it answers every request with itself (a broken proxy: 502), never reaching the target."""
 
-    def __init__(self, *, username: str = "", password: str = "", host: str = "127.0.0.1"):
+    def __init__(self, *, username: str = "", password: str = "", host: str = "127.0.0.1", failing: int = 0):
         self.expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode() if username else ""
+        self.failing = failing
         self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
         self.accepted = 0
         self.requests: list[tuple[str, str, str]] = []  # (method, target, Proxy-Authorization)
+        self.times: list[float] = []  # when each request came
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, *, credentials: str = "") -> str:
@@ -401,8 +404,12 @@ class ForwardProxy:
             headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
             auth = headers.get("Proxy-Authorization", "")
             self.requests.append((method, target, auth))
+            self.times.append(time.time())
             if self.expected and auth != self.expected:
                 conn.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
+                return
+            if self.failing:
+                conn.sendall(f"HTTP/1.1 {self.failing} Bad Gateway\r\nContent-Length: 0\r\n\r\n".encode())
                 return
             if method == "CONNECT":
                 host, port = target.rsplit(":", 1)

@@ -125,7 +125,7 @@ class PageAdmin(FrontierAdmin):
     fieldsets = (
         ("Fetch", {"fields": (
             "url", "final_url", ("status_code", "content_type", "redirect_hops"), ("fetched_at", "fetch_ms"),
-            ("fetched_by", "attempts"), ("error_code", "error_message"), "masked_request", "stored_body",
+            ("fetched_by", "attempts", "proxy"), ("error_code", "error_message"), "masked_request", "stored_body",
             "debugger_link",
         )}),
         ("Content", {"fields": (

@@ -34,6 +34,7 @@ PAGE_FIELDS = [
     "error_code",
     "error_message",
     "host",
+    "proxy",  # stored with its password masked
 ]
 ITEM_FIELDS = ["url", "kind", "data", "errors", "updated_at"]
 ASSET_FIELDS = [

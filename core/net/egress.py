@@ -193,13 +193,22 @@ class Gate:
             reader, writer = await _connect(address, request.port, f"{request.host}:{request.port}")
         else:
             # The project's proxy is trusted with private addresses, never with metadata or our servers.
-            proxy_address = await _checked_address(upstream.host, upstream.port, allow_private=self.private_upstream)
-            reader, writer = await _connect(proxy_address, upstream.port, f"the proxy {upstream.host}")
+            reader, writer = await _upstream_connect(upstream, self.private_upstream)
             if request.tunnel:
                 await _upstream_tunnel(reader, writer, upstream, _authority(address, request.port))
         if not request.tunnel:
             writer.write(request.forward_head(upstream, address))
         return reader, writer
+
+
+async def _upstream_connect(upstream: Upstream, private: bool):
+    """A connection to the checked proxy; not reaching it is a proxy_error (the proxy's fault, not the
+    target's: the page goes again through another proxy of its pool)."""
+    try:
+        address = await _checked_address(upstream.host, upstream.port, allow_private=private)
+        return await _connect(address, upstream.port, f"the proxy {upstream.host}")
+    except EgressError as exc:
+        raise EgressError("proxy_error", str(exc)) from None
 
 
 async def _checked_address(host: str, port: int, *, allow_private: bool) -> str:

@@ -16,11 +16,11 @@ def secrets_go_to(url: str, domains: tuple[str, ...]) -> bool:
 
 
 def holds_secrets(project: Project) -> bool:
-    """Whether the project has secrets bound to its sites: its cookies, request headers or proxy, or
-    a session (the cookies its sites set, a login's among them)."""
+    """Whether the project has secrets bound to its sites: its cookies, request headers or proxy (its
+    pool's too), or a session (the cookies its sites set, a login's among them)."""
     if project.cookies or project.request_headers or project.proxy:
         return True
-    return project.pk is not None and project.session_cookies.exists()
+    return project.pk is not None and (project.session_cookies.exists() or project.proxies.exists())
 
 
 def project_secrets_for(project: Project, url: str) -> tuple[dict, dict]:

@@ -524,6 +524,9 @@ class Page(models.Model):
         related_name="+",
         help_text="The session of the project's pool its last fetch used.",
     )
+    proxy = models.CharField(
+        max_length=300, blank=True, default="", help_text="The proxy its last fetch went through (password masked)."
+    )
     extracted_by = models.CharField(max_length=200, blank=True, default="", help_text="Worker that extracted it.")
     error_code = models.CharField(max_length=40, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
@@ -703,4 +706,5 @@ class PageVersion(models.Model):
 
 from crawl.models.assets import MediaAsset, PageAsset  # noqa: E402, F401 - the frontier's second entity
 from crawl.models.blocks import HostBlock  # noqa: E402, F401
+from crawl.models.proxies import ProjectProxy  # noqa: E402, F401 - a project's proxy pool
 from crawl.models.sessions import CookieSession  # noqa: E402, F401 - a project's pool of sessions

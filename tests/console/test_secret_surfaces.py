@@ -30,7 +30,8 @@ from console.health.notify import alerts_announce
 from console.models import Job, ProjectAccess
 from core.net.guard import allow_networks
 from crawl.frontier.discovery import seed_request
-from crawl.models import Page, PageContent, Project, Seed, SessionCookie
+from crawl.models import Page, PageContent, Project, ProjectProxy, Seed, SessionCookie
+from fetch.proxy_pool import proxy_outcome
 from scrape.models import Item
 from scrape.spider_request import Request
 from sinks.delivery import sink_deliver, sinks_offer
@@ -45,6 +46,7 @@ SECRETS = {
     "project request header": "pheader-s3cret",
     "proxy password": "proxypw-s3cret",
     "per-request proxy password": "reqproxypw-s3cret",
+    "proxy pool password": "poolpw-s3cret",
     "seed header": "sheader-s3cret",
     "seed POST body": "sbody-s3cret",
     "session cookie": "session-s3cret",
@@ -115,6 +117,8 @@ def _planted(site: SiteServer, receiver: SiteServer, login: tuple) -> Project:
     SessionCookie.objects.create(
         project=project, domain="127.0.0.1", path="/", name="sid", value=SECRETS["session cookie"]
     )
+    pooled = ProjectProxy.objects.create(project=project, url=f"http://u:{SECRETS['proxy pool password']}@p.test:3128")
+    proxy_outcome(pooled, "error", 0.1, error=f"{pooled.url} failed")  # an error text that quotes it
     _failing_sink(project, receiver)
     _refused_alert(project, receiver)
     return project
