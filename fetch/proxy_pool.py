@@ -66,14 +66,18 @@ def proxies_pick(*, pool: list[ProjectProxy], pages: list[Page], session_keys: l
     if not pool or not pooled:
         return PoolPick([None] * len(pages))
     states = [proxy_state(p, now) for p in pool]
-    candidates = [Candidate(i, state != "resting", state == "on trial") for i, state in enumerate(states)]
+    # keyed by id: a session's proxy (rendezvous hashing on the key) is the same whatever the pool's order
+    candidates = [
+        Candidate(p.id, state != "resting", state == "on trial") for p, state in zip(pool, states, strict=True)
+    ]
     keys = [session_keys[i] for i in pooled] if session_keys else None
     chosen = in_turn(candidates, [pages[i].attempts for i in pooled], keys)
     if chosen and chosen[0] is None:
         return PoolPick([None] * len(pages), back_at=min(p.rested_until for p in pool))
     picked: list[ProjectProxy | None] = [None] * len(pages)
+    by_id = {proxy.id: proxy for proxy in pool}
     for index, key in zip(pooled, chosen, strict=True):
-        picked[index] = pool[key]
+        picked[index] = by_id[key]
     _mark_used(picked, now)
     return PoolPick(picked)
 
@@ -150,6 +154,22 @@ def pages_split_by_pool(pool: list[ProjectProxy], pages: list[Page], session_key
         return pages, [], {page.id: proxy for page, proxy in zip(pages, pick.proxies, strict=True)}
     waiting = Postpone(RESTING, "every proxy of the project rests; it is tried again then", pick.back_at)
     return [], [(page, waiting) for page in pages], {}
+
+
+def proxies_by_session(pool: list[ProjectProxy], parts) -> dict[int, ProjectProxy]:
+    """{page id: its proxy} for the pages of `parts` (each with its `sessions`), each session's pages
+    through the one proxy its key picks (a project's `proxy_per_session`): a site that ties a login
+    to an address sees each session from one. A resting pool keeps the picks made before."""
+    pages = [page for part in parts for page in part.pages]
+    keys = [_session_key(session) for part in parts for session in part.sessions]
+    pick = proxies_pick(pool=pool, pages=pages, session_keys=keys)
+    if pick.back_at is not None:
+        return {}
+    return {page.id: proxy for page, proxy in zip(pages, pick.proxies, strict=True) if proxy is not None}
+
+
+def _session_key(session) -> str | None:
+    return None if session is None or session.owner_id is None else f"session-{session.owner_id}"
 
 
 def answers_record(answered, blocked: set[int] = frozenset()) -> dict[int, ProjectProxy]:

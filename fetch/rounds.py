@@ -39,7 +39,14 @@ from crawl.services.projects import sitemaps_offer
 from .blocks import blocks_judge, blocks_record
 from .cookies import Session, session_save
 from .outcomes import outcome
-from .proxy_pool import answers_record, pages_split_by_pool, pool_proxy_url, pool_verdict, proxy_pools
+from .proxy_pool import (
+    answers_record,
+    pages_split_by_pool,
+    pool_proxy_url,
+    pool_verdict,
+    proxies_by_session,
+    proxy_pools,
+)
 from .rendering import render_all
 from .requests import Signer, SignError, build_request, page_client, page_proxy, signed, signer_of
 from .session_pool import SessionPool, pool_load, pool_record
@@ -124,6 +131,8 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
         pool = pool_load(project, allowed) if allowed else None
         signer = signer_of(project) if allowed else None
         parts, blocked = _parts(project, allowed, grants, learned, pool, signer)
+        if project.proxy_per_session and proxy_pool:
+            proxy_of |= proxies_by_session(proxy_pool, parts)
         for part in parts:
             part.proxy_pool, part.proxies = proxy_pool, [proxy_of.get(page.id) for page in part.pages]
         fetch_round.parts += parts

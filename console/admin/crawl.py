@@ -97,6 +97,7 @@ class ProjectAdmin(ProjectScopedAdmin):
                     "session_max_uses",
                     "session_max_errors",
                     "session_per_host",
+                    "proxy_per_session",
                     "cookie_sessions",
                 )
             },

@@ -271,6 +271,11 @@ class Project(models.Model):
     session_per_host = models.BooleanField(
         default=False, help_text="Pin each session to the first host it is used for (a site that ties it to one)."
     )
+    proxy_per_session = models.BooleanField(
+        default=False,
+        help_text="With a pool of sessions and a pool of proxies: each session keeps going through one proxy "
+        "(a site that ties a login to an IP address). Off: proxies are used in turn.",
+    )
     block_detection = models.BooleanField(
         default=True,
         help_text='Class the common block pages as blocked (captcha pages, bot challenges, "access denied" '

@@ -165,3 +165,27 @@ def test_a_block_page_counts_against_the_proxy_that_carried_it(db):
     pooled.refresh_from_db()
     assert (pooled.uses, pooled.blocks, pooled.errors, pooled.errors_in_row) == (1, 1, 0, 1)
     assert Page.objects.get(id=ids[0]).proxy == proxy.url()
+
+
+def test_with_proxy_per_session_each_session_goes_through_one_proxy_batch_after_batch(db, recorder):
+    """Two sessions, three proxies: in turn, a session's pages would go through every proxy; with
+    proxy_per_session each session keeps one, over several batches (the pool's order changes as
+    proxies are used)."""
+    proxies = [ForwardProxy() for _ in range(3)]
+    try:
+        project, _ = pooled_project(*(p.url() for p in proxies), keep_cookies=True, session_pool_size=2)
+        project.proxy_per_session = True
+        project.save(update_fields=["proxy_per_session"])
+        for batch in range(3):
+            ids = seeds_add(project=project, urls=[f"{recorder.url}/b{batch}p{i}" for i in range(6)])
+            assert sorted(pages_fetch(page_ids=ids)) == sorted(ids)
+    finally:
+        for proxy in proxies:
+            proxy.close()
+    rows = Page.objects.filter(project=project).values_list("cookie_session_id", "proxy")
+    by_session = {}
+    for session, proxy in rows:
+        by_session.setdefault(session, set()).add(proxy)
+    assert len(by_session) == 2 and None not in by_session, by_session
+    assert all(len(used) == 1 for used in by_session.values()), by_session
+    assert len(rows) == 18
