@@ -1,33 +1,20 @@
 """Health counters and the monitors' checks on a real database, with counts written as the
 pipeline writes them (crawl/health.py's signal), at chosen times."""
 
-from collections import Counter
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from console.health.counters import counters_add, health_figures, project_health
+from console.health.counters import health_figures, project_health
 from console.health.models import Alert, Monitor
-from console.health.monitors import monitor_run, monitors_ensure
+from console.health.monitors import monitor_run
 from console.health.validators import thresholds_problem
 from crawl.models import Project
+from tests.console.health_helpers import count
 
 pytestmark = pytest.mark.django_db
 T0 = timezone.now().replace(microsecond=0) - timedelta(minutes=30)
-
-
-@pytest.fixture
-def project(make_project):
-    project = make_project(name="watched")
-    monitors_ensure([project.id])
-    return project
-
-
-def count(project, at, counts: dict, monkeypatch) -> None:
-    monkeypatch.setattr("console.health.counters.timezone.now", lambda: at)
-    counters_add(None, project_id=project.id, counts=Counter(counts))
-    monkeypatch.undo()
 
 
 def products(pages: int, with_price: int) -> dict:

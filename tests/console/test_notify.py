@@ -2,37 +2,23 @@
 say, the site-down window, quiet hours, notification targets and rules of one's own over the API."""
 
 import re
-from collections import Counter
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from console.health.counters import counters_add
 from console.health.models import Alert, Monitor, NotificationTarget
-from console.health.monitors import monitor_run, monitors_ensure
+from console.health.monitors import monitor_run
 from console.health.notify import alert_text, alerts_announce, console_url
 from console.health.quiet import quiet_end
 from console.health.validators import DEFAULTS
 from console.management.commands.serve import console_base_url_default
 from scrape.models import RuleSet
+from tests.console.health_helpers import count
 
 T0 = datetime(2026, 11, 28, 12, 0, 30, tzinfo=UTC)
 SHOP_RULES = {"item_selector": "div", "fields": {"title": {"css": "h2"}, "price": {"css": "i"}}, "required": ["title"]}
-
-
-@pytest.fixture
-def project(make_project):
-    project = make_project(name="watched")
-    monitors_ensure([project.id])
-    return project
-
-
-def count(project, at, counts: dict, monkeypatch) -> None:
-    monkeypatch.setattr("console.health.counters.timezone.now", lambda: at)
-    counters_add(None, project_id=project.id, counts=Counter(counts))
-    monkeypatch.undo()
 
 
 def site_down(project, at, **thresholds) -> tuple[int, int]:
