@@ -59,12 +59,12 @@ system-deps:
 	@bash scripts/system-deps.sh
 
 test: install-dev system-deps services
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The tests that start no worker or server process: no Celery worker or beat, no `manage.py crawl`, no web
 # server (those are marked `integration`). They still use PostgreSQL, Redis, loopback sites and Chromium.
 test-quick: install-dev services
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -m "not integration and not fault" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not integration and not fault" $(PYTEST_ARGS)
 
 # The whole fault-injection suite on a few thousand pages (tests/faults/), then the other suites' long fault
 # scenarios (marked `fault`: kills, outages, refusals that last); `make test` runs a quick subset.

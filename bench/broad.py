@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     urls = site_urls(args.hosts, PORT)
     rows = {}
     with BroadServer(hosts=args.hosts, pages=args.pages, delay=args.delay, log=out / "broad-access.log") as server:
-        for mode in args.modes.split(","):
+        for mode in filter(None, args.modes.split(",")):  # none: the peer alone
             server.truncate()
             print(f"crawlhub {mode}: {args.hosts} hosts x {args.pages} pages ...", file=sys.stderr, flush=True)
             row = crawlhub_run(mode, urls, workers=args.workers, timeout=args.timeout)

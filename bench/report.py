@@ -159,7 +159,20 @@ def _num(value, digits: int = 0) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
-def result_print(result: dict, console: Console) -> None:
+def shapes_table(result: dict, top: int = 20) -> Table:
+    """The workers' statements by shape (crawlproject/sqlcount.py), most frequent first, per page."""
+    n = max(1, result["pages"])
+    table = Table(title="SQL statements of the workers by shape, per page", show_header=True)
+    table.add_column("per page", justify="right")
+    table.add_column("statement (literals as ?)", overflow="fold")
+    for shape, count in list(result["statements"].get("shapes", {}).items())[:top]:
+        table.add_row(f"{count / n:.3f}", shape)
+    return table
+
+
+def result_print(result: dict, console: Console, *, shapes: bool = False) -> None:
     console.print(result_table(result))
+    if shapes:
+        console.print(shapes_table(result))
     if result["missing_examples"] or result["extra_examples"]:
         console.print(f"missing e.g. {result['missing_examples']}; extra e.g. {result['extra_examples']}")

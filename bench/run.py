@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from bench.workers import WorkerPool
 
 PROJECT = "bench"
 KILL_GRACE_SECONDS = 120
+SHAPES_KEPT = 40  # the workers' most frequent statement shapes kept in the figures
 
 
 @dataclass
@@ -269,10 +271,12 @@ class BenchRun:
 
 def _statements(scratch: Scratch, crawl_pid: int) -> dict:
     """Statements counted by crawlproject/sqlcount.py: the crawl command's, and everyone else's (the workers)."""
-    counts = {"crawl_command": 0, "workers": 0, "processes": 0}
+    counts, shapes = {"crawl_command": 0, "workers": 0, "processes": 0}, Counter()
     for path in scratch.sql_count_dir.glob("*.json"):
         with contextlib.suppress(OSError, ValueError):
             record = json.loads(path.read_text())
             counts["crawl_command" if record["pid"] == crawl_pid else "workers"] += record["statements"]
             counts["processes"] += 1
-    return counts
+            if record["pid"] != crawl_pid:
+                shapes.update(record.get("shapes", {}))
+    return counts | {"shapes": dict(shapes.most_common(SHAPES_KEPT))}

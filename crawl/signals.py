@@ -5,7 +5,7 @@ from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import Signal, receiver
 
 from crawl.frontier.recrawl import pages_reschedule
-from crawl.models import Project, Seed
+from crawl.models import Project, ProjectProxy, Seed
 from crawl.policy import config_stamp_move
 from crawl.services.recrawl_schedules import schedule_sync, task_name
 
@@ -42,6 +42,19 @@ def project_saved(sender, instance: Project, update_fields=None, **kwargs) -> No
 def seed_changed(sender, instance: Seed, **kwargs) -> None:
     """A seed is configuration (it makes the default scope): its project's change stamp moves."""
     config_stamp_move(instance.project_id)
+
+
+PROXY_POOL_FIELDS = frozenset({"active", "url", "project"})  # what decides whether a project has a pool
+
+
+@receiver(post_save, sender=ProjectProxy)
+@receiver(post_delete, sender=ProjectProxy)
+def proxy_changed(sender, instance: ProjectProxy, update_fields=None, **kwargs) -> None:
+    """A proxy added, deleted, turned on or off: its project's change stamp moves, so the fetch
+    stage (fetch/proxy_pool.py) sees at its next round whether the project has a pool. A health
+    update (update_fields without these) leaves it."""
+    if update_fields is None or PROXY_POOL_FIELDS & set(update_fields):
+        config_stamp_move(instance.project_id)
 
 
 @receiver(post_delete, sender=Project)

@@ -10,6 +10,7 @@ from crawlproject.queues import CONTROL, EXTRACT, STAGES
 @dataclass(frozen=True)
 class ControlTask:
     name: str  # the Celery task's registered name (stable: messages in flight and beat rows carry it)
+    module: str  # the module that defines it (the embedded crawl imports only the ones it runs)
     queue: str
     soft_time_limit: int
     time_limit: int
@@ -23,22 +24,43 @@ class ControlTask:
         return {"soft_time_limit": self.soft_time_limit, "time_limit": self.time_limit}
 
 
-DISPATCH = ControlTask("crawl.dispatch", CONTROL, 50, 60)  # beat rows per project (recrawl_schedules.py)
+DISPATCH = ControlTask("crawl.dispatch", "crawl.tasks", CONTROL, 50, 60)  # beat rows per project (recrawl_schedules.py)
 REAP = ControlTask(
-    "crawl.reap", CONTROL, 50, 60, beat="crawl-reaper", every="CRAWL_REAP_INTERVAL_SECONDS", embedded=True,
-    per_project=True,
+    "crawl.reap", "crawl.tasks", CONTROL, 50, 60,
+    beat="crawl-reaper", every="CRAWL_REAP_INTERVAL_SECONDS", embedded=True, per_project=True,
 )  # fmt: skip
 JOBS_TICK = ControlTask(
-    "console.jobs_tick", CONTROL, 50, 60, beat="console-jobs", every="CONSOLE_JOBS_TICK_SECONDS", embedded=True
+    "console.jobs_tick",
+    "console.tasks",
+    CONTROL,
+    50,
+    60,
+    beat="console-jobs",
+    every="CONSOLE_JOBS_TICK_SECONDS",
+    embedded=True,
 )
-SINKS_TICK = ControlTask("scrape.sinks_tick", CONTROL, 50, 60, beat="scrape-sinks", every=10, embedded=True)
-PRUNE = ControlTask("console.prune", CONTROL, 110, 120, beat="console-prune", every=300)  # console/exports/retention.py
+SINKS_TICK = ControlTask(
+    "scrape.sinks_tick", "sinks.tasks", CONTROL, 50, 60, beat="scrape-sinks", every=10, embedded=True
+)
+PRUNE = ControlTask(
+    "console.prune", "console.tasks", CONTROL, 110, 120, beat="console-prune", every=300
+)  # console/exports/retention.py
 MONITORS_TICK = ControlTask(
-    "console.monitors_tick", CONTROL, 100, 120, beat="console-monitors", every="CONSOLE_MONITORS_TICK_SECONDS"
+    "console.monitors_tick",
+    "console.tasks",
+    CONTROL,
+    100,
+    120,
+    beat="console-monitors",
+    every="CONSOLE_MONITORS_TICK_SECONDS",
 )
-JOB_ENDED = ControlTask("console.job_ended", CONTROL, 100, 120)  # a job's end announced to its targets and sinks
-DELIVER = ControlTask("scrape.deliver", EXTRACT, 110, 120)  # result sinks: their I/O beside extraction
-DEBUG_RUN = ControlTask("console.debug_run", EXTRACT, 240, 300)  # the debugger's draft code, where extraction runs
+JOB_ENDED = ControlTask(
+    "console.job_ended", "console.tasks", CONTROL, 100, 120
+)  # a job's end announced to its targets and sinks
+DELIVER = ControlTask("scrape.deliver", "sinks.tasks", EXTRACT, 110, 120)  # result sinks: their I/O beside extraction
+DEBUG_RUN = ControlTask(
+    "console.debug_run", "console.tasks", EXTRACT, 240, 300
+)  # the debugger's draft code, where extraction runs
 
 # In the order the embedded crawl runs them: the reaper first, then the ticks that end jobs and deliver.
 CONTROL_TASKS = {

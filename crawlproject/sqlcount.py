@@ -2,29 +2,45 @@
 
 Every new database connection gets an execute wrapper that counts statements (an executemany is
 one; a savepoint is one; the driver's own BEGIN/COMMIT are not seen). Each process writes
-`<dir>/<pid>.json` ({"pid", "argv", "statements"}) at most once a second, at exit, and when a
-Celery pool process shuts down (pool processes leave with os._exit, so atexit never runs there).
+`<dir>/<pid>.json` ({"pid", "argv", "statements", "shapes"}) at most once a second, at exit, and
+when a Celery pool process shuts down (pool processes leave with os._exit, so atexit never runs
+there). "shapes" counts the statements by their text with the literals taken out (sql_shape), so a
+run can say which statements a page costs (`manage.py bench --shapes`).
 """
 
 import atexit
 import json
 import os
+import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ENV = "CRAWLHUB_SQL_COUNT_DIR"
 WRITE_EVERY_SECONDS = 1.0
+SHAPE_CHARS = 160
+_LITERALS = re.compile(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|%s")
+_LISTS = re.compile(r"\((?:\s*\?\s*,)+\s*\?\s*\)")
+
+
+def sql_shape(sql: str) -> str:
+    """The statement with its literals and parameters as `?` and lists of them as `(?...)`, cut short:
+    statements that differ only in their values have one shape."""
+    shape = _LISTS.sub("(?...)", _LITERALS.sub("?", sql))
+    return " ".join(shape.split())[:SHAPE_CHARS]
 
 
 class StatementCounter:
     def __init__(self, directory: Path):
         self.directory = directory
         self.pid, self.statements, self.written_at = os.getpid(), 0, 0.0
+        self.shapes: Counter = Counter()
 
     def __call__(self, execute, sql, params, many, context):
         self._own_process()
         self.statements += 1
+        self.shapes[sql] += 1  # shaped when written: the same text is counted once per text
         try:
             return execute(sql, params, many, context)
         finally:
@@ -34,6 +50,7 @@ class StatementCounter:
     def _own_process(self) -> None:
         if os.getpid() != self.pid:  # a forked pool process starts its own count, not its parent's
             self.pid, self.statements, self.written_at = os.getpid(), 0, 0.0
+            self.shapes = Counter()
 
     def write(self, **_signal_kwargs) -> None:
         self._own_process()
@@ -41,7 +58,11 @@ class StatementCounter:
         path = self.directory / f"{self.pid}.json"
         part = path.with_suffix(".part")
         try:
-            part.write_text(json.dumps({"pid": self.pid, "argv": sys.argv, "statements": self.statements}))
+            shapes = Counter()
+            for sql, count in self.shapes.items():
+                shapes[sql_shape(sql)] += count
+            record = {"pid": self.pid, "argv": sys.argv, "statements": self.statements, "shapes": shapes}
+            part.write_text(json.dumps(record))
             part.replace(path)  # readers never see half a file
         except OSError:
             pass  # counting must never break the process it counts

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from core.canonical import host_in_domains
@@ -158,6 +158,34 @@ def sessions_load(project: Project, *, owners: list[int | None]) -> dict[int | N
         session.jar.set_cookie(cookie)
         session.loaded[(row.domain, row.path, row.name)] = tuple(_row_fields(cookie).values())
     return sessions
+
+
+COOKIE_COLUMNS = ("domain", "path", "name", "value", "secure", "http_only", "expires_at")
+SESSION_COLUMNS = tuple(f.attname for f in CookieSession._meta.concrete_fields if f.attname != "project_id")  # id first
+
+
+def pool_sessions_load(project: Project, wanted: Q) -> tuple[list[CookieSession], dict[int, Session]]:
+    """The project's live pool sessions that match `wanted`, each with its unexpired cookies, in one
+    query (a join: a session without cookies comes once, with none)."""
+    live = Q(cookies__expires_at__isnull=True) | Q(cookies__expires_at__gt=timezone.now())
+    rows = (
+        CookieSession.objects.filter(wanted, project=project, slot__isnull=False)
+        .annotate(live=FilteredRelation("cookies", condition=live))
+        .values_list(*SESSION_COLUMNS, *(f"live__{column}" for column in COOKIE_COLUMNS))
+    )
+    members: dict[int, CookieSession] = {}
+    jars: dict[int, Session] = {}
+    for row in rows:
+        session_fields, cookie_fields = row[: len(SESSION_COLUMNS)], row[len(SESSION_COLUMNS) :]
+        owner = session_fields[0]
+        if owner not in members:
+            members[owner] = CookieSession(project=project, **dict(zip(SESSION_COLUMNS, session_fields, strict=True)))
+            jars[owner] = Session(project=project, enabled=True, owner_id=owner)
+        if cookie_fields[2] is not None:  # the cookie's name: None when the session has no live cookie
+            cookie = _to_cookie(SessionCookie(**dict(zip(COOKIE_COLUMNS, cookie_fields, strict=True))))
+            jars[owner].jar.set_cookie(cookie)
+            jars[owner].loaded[cookie_fields[:3]] = tuple(_row_fields(cookie).values())
+    return list(members.values()), jars
 
 
 @transaction.atomic

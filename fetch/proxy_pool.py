@@ -19,7 +19,8 @@ from django.utils import timezone
 from core.masking import masked_secrets, url_secrets
 from core.proxyhealth import BLOCKED, Candidate, Health, RestRules, after, in_turn, outcome_of, proxy_fault
 from crawl.frontier.verdicts import Postpone, Retry
-from crawl.models import Page, ProjectProxy
+from crawl.models import Page, Project, ProjectProxy
+from crawl.policy import project_snapshot
 
 RESTING = "proxy_resting"  # the code of a page that waits for its pool
 
@@ -39,13 +40,22 @@ def rest_rules() -> RestRules:
     )
 
 
-def proxy_pools(project_ids) -> dict[int, list[ProjectProxy]]:
-    """The active proxies of each project that has some, least recently used first (one query)."""
+def proxy_pools(projects: list[Project]) -> dict[int, list[ProjectProxy]]:
+    """The active proxies of each project that has some, least recently used first (one query; none
+    when no project has a pool: whether it has one is kept per process until its change stamp moves,
+    and adding, editing or deleting a proxy moves it: crawl/signals.py)."""
     pools: dict[int, list[ProjectProxy]] = {}
+    project_ids = [project.id for project in projects if project_snapshot(project, "has_proxies", _has_proxies)]
+    if not project_ids:
+        return pools
     rows = ProjectProxy.objects.filter(project_id__in=project_ids, active=True)
     for proxy in rows.order_by(F("last_used_at").asc(nulls_first=True), "id"):
         pools.setdefault(proxy.project_id, []).append(proxy)
     return pools
+
+
+def _has_proxies(project: Project) -> bool:
+    return ProjectProxy.objects.filter(project_id=project.id, active=True).exists()
 
 
 def proxy_state(proxy: ProjectProxy, now: datetime | None = None) -> str:

@@ -115,7 +115,7 @@ def round_prepare(pages: list[Page], grants: dict, token, worker: str) -> FetchR
     by_project = defaultdict(list)
     for page in pages:
         by_project[page.project_id].append(page)
-    proxies_of = proxy_pools(by_project)
+    proxies_of = proxy_pools([project_pages[0].project for project_pages in by_project.values()])
     for project_pages in by_project.values():
         project, proxy_pool = project_pages[0].project, proxies_of.get(project_pages[0].project_id, [])
         allowed, refused, unreadable, learned = _split_by_robots(project_pages, project, pool_proxy_url(proxy_pool))

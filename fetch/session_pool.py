@@ -22,7 +22,7 @@ from crawl.frontier.verdicts import Done, Link, Postpone
 from crawl.models import CookieSession, Page, Project, Seed, SessionCookie
 from crawl.session_rules import BLOCKED, ERROR, EXPIRED, OK, SessionRules, statuses_of
 
-from .cookies import Session, session_load, sessions_load
+from .cookies import Session, pool_sessions_load, session_load
 
 READY, LOGGING_IN, RETIRED = CookieSession.State.READY, CookieSession.State.LOGGING_IN, CookieSession.State.RETIRED
 LOGIN_PRIORITY = 1000  # a login goes before the pages that wait for it
@@ -79,17 +79,12 @@ def pool_load(project: Project, pages: list[Page]) -> SessionPool:
         return pool
     hosts = {page.host for page in pages} if project.session_per_host else {""}
     pinned = {page.request["session"] for page in pages if "session" in page.request}
-    members = _live(project, hosts, pinned)
-    if _refresh(project, hosts, members):
-        members = _live(project, hosts, pinned)
-    pool.members = {m.id: m for m in members}
-    pool.jars = sessions_load(project, owners=list(pool.members))
-    return pool
-
-
-def _live(project: Project, hosts: set[str], pinned: set[int]) -> list[CookieSession]:
     wanted = Q(host__in=hosts) | Q(id__in=pinned)
-    return list(CookieSession.objects.filter(wanted, project=project, slot__isnull=False))
+    members, jars = pool_sessions_load(project, wanted)  # one query: the sessions and their cookies
+    if _refresh(project, hosts, members):
+        members, jars = pool_sessions_load(project, wanted)
+    pool.members, pool.jars = {m.id: m for m in members}, jars
+    return pool
 
 
 def _refresh(project: Project, hosts: set[str], members: list[CookieSession]) -> bool:

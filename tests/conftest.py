@@ -23,10 +23,15 @@ FAULTS = os.environ.get("CRAWLHUB_FAULTS", "") == "full"
 WORKER_FIXTURES = {"workers", "json_workers"}  # fixtures that start `celery worker` processes
 
 
+DURATIONS = Path(__file__).with_name("durations.json")  # seconds per test file: `python -m tests.durations`
+
+
 def pytest_collection_modifyitems(config, items):
     """A test that uses real Celery workers is an integration test, marked or not (`make test-quick`
     leaves those out). Tests marked `fault` are long fault scenarios: `make faults`
-    (CRAWLHUB_FAULTS=full) runs them."""
+    (CRAWLHUB_FAULTS=full) runs them. The files that took longest last time go first (`make test`
+    hands whole files to its processes in this order: a long file started last would run alone)."""
+    items.sort(key=_longest_first(items))
     for item in items:
         if WORKER_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("integration"):
             item.add_marker(pytest.mark.integration)
@@ -36,6 +41,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("fault"):
             item.add_marker(skip)
+
+
+def _longest_first(items):
+    """A sort key: each file by its recorded duration, longest first (a file not recorded counts as a
+    short one), its tests in their own order."""
+    try:
+        seconds = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        seconds = {}
+    rank = {}
+    for item in items:  # one rank per file, in collection order among equals: every process sorts alike
+        rank.setdefault(item.nodeid.split("::", 1)[0], len(rank))
+    return lambda item: (-seconds.get(item.nodeid.split("::", 1)[0], 0.0), rank[item.nodeid.split("::", 1)[0]])
 
 
 # Not linked from any page of the site: targets for the bad-input tests.

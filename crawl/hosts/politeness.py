@@ -310,10 +310,10 @@ def hosts_answered(*, reachable: set[str], unthrottled: set[str]) -> None:
         return
     now = timezone.now()
     reachable_list, unthrottled_list = sorted(reachable), sorted(unthrottled)
-    back = list(Host.objects.filter(host__in=reachable_list, down_since__isnull=False).values_list("host", flat=True))
     fading = Q(host__in=unthrottled_list, throttle_delay__gt=0)
     quiet = Q(throttle_delay__lt=THROTTLE_START_SECONDS / 4) | Q(throttled_at__lte=forgiven_before(now))
-    Host.objects.filter(Q(host__in=reachable_list, failures__gt=0) | fading).update(
+    failing = Q(host__in=reachable_list) & (Q(failures__gt=0) | Q(down_since__isnull=False))
+    touched = Host.objects.filter(failing | fading).update(
         failures=Case(
             When(host__in=reachable_list, then=Value(0)), default=F("failures"), output_field=PositiveIntegerField()
         ),
@@ -324,6 +324,9 @@ def hosts_answered(*, reachable: set[str], unthrottled: set[str]) -> None:
             output_field=FloatField(),
         ),
     )
+    if not touched:  # the usual round: no host of it was failing, down or slowed, so none is back
+        return
+    back = list(Host.objects.filter(host__in=reachable_list, down_since__isnull=False).values_list("host", flat=True))
     if back:
         _hosts_back(back, now)
 

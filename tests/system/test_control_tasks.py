@@ -20,6 +20,13 @@ def test_every_registered_task_has_the_limits_its_table_declares():
     assert registered == declared
 
 
+def test_each_control_task_is_defined_in_the_module_its_table_names():
+    app.autodiscover_tasks(force=True)
+    assert {name: app.tasks[name].run.__module__ for name in CONTROL_TASKS} == {
+        name: task.module for name, task in CONTROL_TASKS.items()
+    }
+
+
 def test_every_task_is_routed_to_its_declared_queue():
     assert {name: app.amqp.router.route({}, name)["queue"].name for name in TASK_ROUTES} == {
         **{stage.task: stage.queue for stage in STAGES.values()},

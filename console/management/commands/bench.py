@@ -41,6 +41,9 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=18090, help="port of the generated site (default 18090)")
         parser.add_argument("--timeout", type=float, default=3600, help="give the crawl up after N seconds")
         parser.add_argument("--json", action="store_true", help="print every figure as one JSON line last")
+        parser.add_argument(
+            "--shapes", action="store_true", help="also print the workers' SQL statements by shape, per page"
+        )
 
     def handle(self, *args, **opts):
         options = BenchOptions(**{f.name: opts[f.name] for f in fields(BenchOptions)})  # one option each
@@ -51,7 +54,7 @@ class Command(BaseCommand):
             result = bench_run(options, say=say)
         except BenchError as exc:
             raise CommandError(str(exc)) from None
-        result_print(result, Console(file=self.stdout._out, width=110))
+        result_print(result, Console(file=self.stdout._out, width=110), shapes=opts["shapes"])
         self.stdout.write(
             f"{result['pages']} pages in {result['seconds']:.1f} s: {result['pages_per_s']} pages/s, "
             f"{result['cpu_ms_per_page']} CPU ms/page, completeness {result['completeness']:.2%}"
