@@ -5,9 +5,10 @@ BIN := $(VENV)/bin
 URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
-# `make test` runs the suite in TEST_JOBS processes (pytest-xdist, one test file per process at a time): most
-# tests wait on workers, servers and the network, so two processes fill two cores. TEST_JOBS=0 runs it in one.
-TEST_JOBS ?= 2
+# `make test` runs the suite in TEST_JOBS processes (pytest-xdist, one test file per process at a time, the
+# longest first: tests/durations.json): most tests wait on workers, servers and the network, so with two they
+# kept two cores busy two thirds of the time; three fill them. TEST_JOBS=0 runs it in one.
+TEST_JOBS ?= 3
 PORT ?= 8000
 
 .PHONY: help install install-dev install-web migrate crawl serve test test-quick faults bench lint format worker-fetch worker-extract worker-download worker-render beat flower services system-deps clean
@@ -66,10 +67,10 @@ test: install-dev system-deps services
 test-quick: install-dev services
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not integration and not fault" $(PYTEST_ARGS)
 
-# The whole fault-injection suite on a few thousand pages (tests/faults/), then the other suites' long fault
+# The whole fault-injection suite on a few thousand pages (tests/faults/), the fuzzers at full depth, then the other suites' long fault
 # scenarios (marked `fault`: kills, outages, refusals that last); `make test` runs a quick subset.
 faults: install-dev system-deps services
-	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/core/test_fuzz_decoding.py $(PYTEST_ARGS)
+	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest tests/faults tests/core/test_fuzz_decoding.py tests/console/test_api_fuzz.py $(PYTEST_ARGS)
 	CRAWLHUB_FAULTS=full $(BIN)/python -m pytest -m fault tests --ignore=tests/faults $(PYTEST_ARGS)
 
 # The benchmark: crawlhub distributed and embedded, then Scrapy, on the same site; prints the ratio table

@@ -1,5 +1,6 @@
 """Canonical URLs, URL keys and crawl scope. Pure functions: no Django, no network."""
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ def host_of(url: str) -> str:
         return ""
 
 
+@functools.lru_cache(maxsize=4096)  # a page's URL is asked again as its round goes: claimed, sent, answered
 def server_of(url: str) -> str:
     """The server a URL's requests go to, as politeness and health name it: the host, with ":port"
     when the port is not the scheme's default ("127.0.0.1:8001"; "example.com" for http on 80 and

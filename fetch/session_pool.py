@@ -7,10 +7,13 @@ login page, past its uses or its errors, is retired (its cookies deleted) and a 
 place. The fetch stage asks `pool_load` for a round's pool and tells `pool_record` the answers.
 """
 
+import contextlib
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.db import DatabaseError
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -28,6 +31,7 @@ READY, LOGGING_IN, RETIRED = CookieSession.State.READY, CookieSession.State.LOGG
 LOGIN_PRIORITY = 1000  # a login goes before the pages that wait for it
 LOGIN_PATIENCE_SECONDS = 300.0  # a login not done by then is given up: another session logs in
 WAIT_SECONDS = 1.0  # a page without a ready session, or whose session was spent, looks again this soon
+COUNT_EVERY_SECONDS = 5.0  # a process writes its sessions' uses at most this often (_count)
 
 
 @dataclass
@@ -160,13 +164,13 @@ def pool_record(
             again[page.id] = Postpone(f"session_{judged}", f"its session was {judged}; tried again", _soon())
         elif judged == OK and "session" in page.request and not _is_login_get(pool.rules, page):
             ready.add(owner)
-    _count(uses, errors)
+    # Only a session that erred now, or of a project with a limit of uses, can have crossed a limit.
+    limited = {s.owner_id for pool, _, s, _ in answers if s is not None and pool.project.session_max_uses}
+    _count(uses, errors, at_once=bool(limited) or any(errors.values()))
     if ready:
         CookieSession.objects.filter(id__in=ready, state=LOGGING_IN).update(state=READY, ready_at=timezone.now())
     for owner, why in spent.items():
         session_retire(session=owner, reason=why)
-    # Only a session that erred now, or of a project with a limit of uses, can have crossed a limit.
-    limited = {s.owner_id for pool, _, s, _ in answers if s is not None and pool.project.session_max_uses}
     checked = ({owner for owner in uses if errors[owner]} | limited) - {None} - set(spent)
     _retire_past_limits([pool for pool, *_ in answers], checked)
     return again
@@ -194,13 +198,40 @@ def _is_login_get(rules: SessionRules, page: Page) -> bool:
     return rules.is_login_page(page.url) and page.request.get("method", "GET") == "GET"
 
 
-def _count(uses: Counter, errors: Counter) -> None:
-    """One update per session used: its uses, errors and last use."""
-    now = timezone.now()
-    for owner, used in uses.items():
+@dataclass
+class _Unwritten:
+    """The uses and errors this process counted and has not written yet."""
+
+    uses: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)
+    since: float = field(default_factory=time.monotonic)
+
+
+_UNWRITTEN = _Unwritten()
+
+
+def _count(uses: Counter, errors: Counter, *, at_once: bool) -> None:
+    """Add a round's uses and errors to the sessions' rows, one update per session: at once when a
+    limit may be crossed (`at_once`: an error, a limit of uses), else gathered in this process and
+    written at most every COUNT_EVERY_SECONDS. Otherwise the counts only order the turns and show in
+    the admin, and a statement per round (a broad crawl's round holds a page or two) costs more
+    than a few seconds of lag; a killed process loses at most those seconds of counts."""
+    global _UNWRITTEN
+    _UNWRITTEN.uses.update(uses)
+    _UNWRITTEN.errors.update(errors)
+    if not at_once and time.monotonic() - _UNWRITTEN.since < COUNT_EVERY_SECONDS:
+        return
+    now, (pending, _UNWRITTEN) = timezone.now(), (_UNWRITTEN, _Unwritten())
+    for owner, used in sorted(pending.uses.items()):
         CookieSession.objects.filter(id=owner).update(
-            uses=F("uses") + used, errors=F("errors") + errors[owner], last_used_at=now
+            uses=F("uses") + used, errors=F("errors") + pending.errors[owner], last_used_at=now
         )
+
+
+def pool_counts_flush(**_signal_kwargs) -> None:
+    """Write what _count gathered (a worker's pool process calls it as it stops)."""
+    with contextlib.suppress(DatabaseError):
+        _count(Counter(), Counter(), at_once=True)
 
 
 def _retire_past_limits(pools: list[SessionPool], used: set[int]) -> None:
