@@ -6,9 +6,9 @@ URL ?=
 ARGS ?=
 PYTEST_ARGS ?=
 # `make test` runs the suite in TEST_JOBS processes (pytest-xdist, one test file per process at a time, the
-# longest first: tests/durations.json): most tests wait on workers, servers and the network, so with two they
-# kept two cores busy two thirds of the time; three fill them. TEST_JOBS=0 runs it in one.
-TEST_JOBS ?= 3
+# longest first: tests/durations.json): most tests wait on workers, servers and the network, so two processes
+# fill two cores. TEST_JOBS=0 runs it in one.
+TEST_JOBS ?= 2
 PORT ?= 8000
 
 .PHONY: help install install-dev install-web migrate crawl serve test test-quick faults bench lint format worker-fetch worker-extract worker-download worker-render beat flower services system-deps clean
