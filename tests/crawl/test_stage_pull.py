@@ -158,12 +158,15 @@ def test_a_hub_down_for_three_minutes_is_fetched_again_and_its_crawl_goes_on(db,
         project = project_get_or_create(name="monitored", allow_private=True, recrawl_every_minutes=60)
         (hub_id,) = seeds_add(project=project, urls=[f"{server.url}/"])
         waited, rounds = 0.0, 0
-        for _ in range(100):
+        for _ in range(200):
             if waited >= 180:
                 break
+            before = server.paths().count("/")
             pages_fetch(page_ids=[], worker="t")
             row = Page.objects.get(id=hub_id)
-            if row.status_code == 503:  # it was asked, and waits: the clock moves on to its due time
+            asked_now = server.paths().count("/") - before  # a round on a busy machine may claim nothing
+            assert asked_now <= 1, "the hub was asked twice in one round"
+            if asked_now and row.status_code == 503:  # it was asked, and waits: the clock moves on to its due time
                 assert row.state == "queued", (row.state, row.error_code)
                 wait = max(0.0, (row.next_fetch_at - timezone.now()).total_seconds())
                 waited, rounds = waited + wait, rounds + 1
