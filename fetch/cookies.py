@@ -154,10 +154,15 @@ def sessions_load(project: Project, *, owners: list[int | None]) -> dict[int | N
     owned = Q(cookie_session_id__in=ids) | Q(cookie_session__isnull=True) if unowned else Q(cookie_session_id__in=ids)
     rows = SessionCookie.objects.filter(owned, project=project).exclude(expires_at__lte=timezone.now())
     for row in rows:
-        session, cookie = sessions[row.cookie_session_id], _to_cookie(row)
-        session.jar.set_cookie(cookie)
-        session.loaded[(row.domain, row.path, row.name)] = tuple(_row_fields(cookie).values())
+        _jar_load(sessions[row.cookie_session_id], row)
     return sessions
+
+
+def _jar_load(session: Session, row: SessionCookie) -> None:
+    """A kept cookie into the session's jar, remembered as loaded (session_save writes what changed)."""
+    cookie = _to_cookie(row)
+    session.jar.set_cookie(cookie)
+    session.loaded[(row.domain, row.path, row.name)] = tuple(_row_fields(cookie).values())
 
 
 COOKIE_COLUMNS = ("domain", "path", "name", "value", "secure", "http_only", "expires_at")
@@ -182,9 +187,7 @@ def pool_sessions_load(project: Project, wanted: Q) -> tuple[list[CookieSession]
             members[owner] = CookieSession(project=project, **dict(zip(SESSION_COLUMNS, session_fields, strict=True)))
             jars[owner] = Session(project=project, enabled=True, owner_id=owner)
         if cookie_fields[2] is not None:  # the cookie's name: None when the session has no live cookie
-            cookie = _to_cookie(SessionCookie(**dict(zip(COOKIE_COLUMNS, cookie_fields, strict=True))))
-            jars[owner].jar.set_cookie(cookie)
-            jars[owner].loaded[cookie_fields[:3]] = tuple(_row_fields(cookie).values())
+            _jar_load(jars[owner], SessionCookie(**dict(zip(COOKIE_COLUMNS, cookie_fields, strict=True))))
     return list(members.values()), jars
 
 
