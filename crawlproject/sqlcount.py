@@ -15,6 +15,7 @@ import re
 import sys
 import time
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 ENV = "CRAWLHUB_SQL_COUNT_DIR"
@@ -24,6 +25,7 @@ _LITERALS = re.compile(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|%s")
 _LISTS = re.compile(r"\((?:\s*\?\s*,)+\s*\?\s*\)")
 
 
+@lru_cache(maxsize=4096)
 def sql_shape(sql: str) -> str:
     """The statement with its literals and parameters as `?` and lists of them as `(?...)`, cut short:
     statements that differ only in their values have one shape."""
@@ -35,12 +37,13 @@ class StatementCounter:
     def __init__(self, directory: Path):
         self.directory = directory
         self.pid, self.statements, self.written_at = os.getpid(), 0, 0.0
-        self.shapes: Counter = Counter()
+        self.shapes: Counter = Counter()  # by shape, up to the last write
+        self.texts: Counter = Counter()  # by text, since the last write
 
     def __call__(self, execute, sql, params, many, context):
         self._own_process()
         self.statements += 1
-        self.shapes[sql] += 1  # shaped when written: the same text is counted once per text
+        self.texts[sql] += 1  # shaped when written, each text once: counting stays cheap on the hot path
         try:
             return execute(sql, params, many, context)
         finally:
@@ -50,7 +53,7 @@ class StatementCounter:
     def _own_process(self) -> None:
         if os.getpid() != self.pid:  # a forked pool process starts its own count, not its parent's
             self.pid, self.statements, self.written_at = os.getpid(), 0, 0.0
-            self.shapes = Counter()
+            self.shapes, self.texts = Counter(), Counter()
 
     def write(self, **_signal_kwargs) -> None:
         self._own_process()
@@ -58,10 +61,10 @@ class StatementCounter:
         path = self.directory / f"{self.pid}.json"
         part = path.with_suffix(".part")
         try:
-            shapes = Counter()
-            for sql, count in self.shapes.items():
-                shapes[sql_shape(sql)] += count
-            record = {"pid": self.pid, "argv": sys.argv, "statements": self.statements, "shapes": shapes}
+            for sql, count in self.texts.items():
+                self.shapes[sql_shape(sql)] += count
+            self.texts.clear()
+            record = {"pid": self.pid, "argv": sys.argv, "statements": self.statements, "shapes": self.shapes}
             part.write_text(json.dumps(record))
             part.replace(path)  # readers never see half a file
         except OSError:
