@@ -9,6 +9,9 @@ PYTEST_ARGS ?=
 # longest first: tests/durations.json): most tests wait on workers, servers and the network, so two processes
 # fill two cores. TEST_JOBS=0 runs it in one.
 TEST_JOBS ?= 2
+# Python caches compiled modules in __pycache__; some images turn that off (PYTHONDONTWRITEBYTECODE=1),
+# and then every process compiles the project again (0.4 s each: tests start hundreds of them).
+unexport PYTHONDONTWRITEBYTECODE
 PORT ?= 8000
 
 .PHONY: help install install-dev install-web migrate crawl serve test test-quick faults bench lint format worker-fetch worker-extract worker-download worker-render beat flower services system-deps clean

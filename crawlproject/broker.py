@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 
+from celery.worker import state as worker_state
 from kombu.exceptions import ChannelError
 from kombu.transport import TRANSPORT_ALIASES, filesystem, redis
 from kombu.transport.virtual import Empty
@@ -121,7 +122,7 @@ class FilesystemTransport(filesystem.Transport):
                 self.cycle.get(self._deliver, timeout=timeout)
             except Empty:
                 now = time.monotonic()
-                if timeout is not None and now - started >= timeout:
+                if (timeout is not None and now - started >= timeout) or _worker_stopping():
                     raise TimeoutError() from None  # socket.timeout, as kombu raises
                 time.sleep(self.poll_interval(now, timeout=None if timeout is None else timeout - (now - started)))
             else:
@@ -134,6 +135,12 @@ class FilesystemTransport(filesystem.Transport):
         busy = now - self._last_message < IDLE_AFTER_SECONDS
         interval = (self.polling_interval or 0.0) if busy else max(IDLE_POLLING_INTERVAL, self.polling_interval or 0.0)
         return max(0.0, min(interval, timeout)) if timeout is not None else interval
+
+
+def _worker_stopping() -> bool:
+    """A worker asked to stop (SIGTERM, Ctrl-C): its consumer loop looks for that flag only between
+    two calls of drain_events, so an empty wait ends at once instead of at its timeout."""
+    return worker_state.should_stop is not None or worker_state.should_terminate is not None
 
 
 def install() -> None:

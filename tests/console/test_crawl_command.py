@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from console.management.commands._crawl_summary import report_lines
 from console.models import Job
 from crawl.models import Project
-from tests.conftest import last_json_line, run_manage
+from tests.conftest import last_json_line, migrate_embedded, run_manage
 from tests.helpers import free_port
 from tests.servers import Site, SiteServer
 
@@ -30,7 +30,7 @@ def embedded_env(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
     env |= {"CRAWL_MAX_ATTEMPTS": "1"}  # a failure is final at once: no back-off to wait out
-    assert run_manage(["migrate", "-v0"], env).returncode == 0
+    migrate_embedded(env)
     return env
 
 

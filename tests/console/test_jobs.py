@@ -37,7 +37,7 @@ from crawl.frontier.stages import job_scope, publish_extract
 from crawl.models import MediaAsset, Page, PageContent, Project, Seed
 from crawlproject.celery import app
 from scrape.services import pages_extract
-from tests.conftest import beat_stop, last_json_line, run_manage
+from tests.conftest import beat_stop, last_json_line, migrate_embedded, run_manage
 from tests.console.test_admin_console import add_form_data, add_page
 from tests.helpers import wait_until
 
@@ -465,7 +465,7 @@ def test_cancel_loses_nothing_and_start_resumes_it(truth, site_server, workers, 
 def test_the_crawl_command_counts_its_own_job_and_names_projects_by_host_and_port(site_server, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
-    assert run_manage(["migrate", "-v0"], env).returncode == 0
+    migrate_embedded(env)
     first = run_manage(["crawl", f"{site_server.url}/", "--allow-private", "--json", "--timeout", "240"], env)
     assert first.returncode == 0, first.stderr[-2000:]
     one = last_json_line(first.stdout)
@@ -489,7 +489,7 @@ def test_the_crawl_command_counts_its_own_job_and_names_projects_by_host_and_por
 def test_bad_crawl_options_are_command_errors_not_tracebacks(tmp_path, db):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
-    assert run_manage(["migrate", "-v0"], env).returncode == 0
+    migrate_embedded(env)
     done = run_manage(["crawl", "not a url"], env)  # from a shell: the message and an exit code, no traceback
     assert done.returncode == 1 and "not a URL that can be crawled" in done.stderr and "Traceback" not in done.stderr
     for args, message in [

@@ -21,7 +21,7 @@ from scrape.services import pages_extract
 from sinks.delivery import sink_counts, sinks_offer
 from sinks.kinds import writer_for
 from sinks.models import Sink, SinkDelivery
-from tests.conftest import last_json_line, run_manage
+from tests.conftest import last_json_line, migrate_embedded, run_manage
 
 REDIS_SINK_DB = "redis://127.0.0.1:6379/9"
 
@@ -170,7 +170,7 @@ def test_every_kind_gets_every_item_of_a_crawl_exactly_once_across_a_worker_cras
 def test_a_failing_sink_holds_back_nothing_and_says_why(site_server, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
-    assert run_manage(["migrate", "-v0"], env).returncode == 0
+    migrate_embedded(env)
     # The project, made by a first crawl of one missing page (it fails: nothing could be crawled).
     made = run_manage(["crawl", f"{site_server.url}/missing/x.html", "--allow-private", "--project", "f"], env)
     assert made.returncode == 1

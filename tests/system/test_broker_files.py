@@ -71,3 +71,19 @@ def test_11_an_idle_consumer_looks_at_its_folder_rarely_and_a_busy_one_often(tmp
         assert transport.poll_interval(time.monotonic()) == 0.01, "a consumer that just got a message looks again soon"
         assert transport.poll_interval(time.monotonic() + 60) == broker.IDLE_POLLING_INTERVAL
         queue.close()
+
+
+def test_a_stopping_workers_wait_for_messages_ends_after_one_look(tmp_path, monkeypatch):
+    """The worker's loop sees a warm shutdown only between two waits: with the flag up, an empty
+    wait ends after one look instead of at its timeout, so a stop takes no wait."""
+    broker.install()
+    looks = []
+    get = broker.FilesystemChannel._get
+    monkeypatch.setattr(broker.FilesystemChannel, "_get", lambda self, queue: looks.append(queue) or get(self, queue))
+    folders = {k: str(tmp_path) for k in ("data_folder_in", "data_folder_out", "control_folder")}
+    with Connection("filesystem://localhost/", transport_options=folders) as connection:
+        connection.default_channel.basic_consume("fetch", no_ack=True, callback=lambda message: None, consumer_tag="t")
+        monkeypatch.setattr(broker.worker_state, "should_stop", 0)  # what celery's SIGTERM handler sets
+        with pytest.raises(TimeoutError):
+            connection.drain_events(timeout=5)  # without the flag: looks for 5 s
+    assert looks == ["fetch"]

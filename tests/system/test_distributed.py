@@ -10,7 +10,7 @@ import pytest
 from bench.check import assert_complete, ledger_key
 from crawl.models import MediaAsset, Page
 from scrape.models import Item
-from tests.conftest import BASE_DIR, beat_stop, export_pages, last_json_line, run_manage
+from tests.conftest import BASE_DIR, beat_stop, export_pages, last_json_line, migrate_embedded, run_manage
 from tests.helpers import wait_until
 from tests.servers import SiteServer
 
@@ -47,7 +47,7 @@ def test_it_runs_each_stage_on_its_own_queue_with_the_embedded_results(
 
     embedded_env = {k: v for k, v in worker_env.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     embedded_env["CRAWLHUB_VAR_DIR"] = str(tmp_path / "embedded")
-    assert run_manage(["migrate", "-v0"], embedded_env).returncode == 0
+    migrate_embedded(embedded_env)
     embedded = run_manage(["crawl", f"{site_server.url}/", "--allow-private", "--project", "emb"], embedded_env)
     assert embedded.returncode == 0, embedded.stderr
     assert ledger_key(export_pages(embedded_env, "emb")) == ledger_key(rows)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import BASE_DIR, last_json_line, run_manage
+from tests.conftest import BASE_DIR, last_json_line, migrate_embedded, run_manage
 from tests.console.test_crawl_command import HTML, small_site
 from tests.helpers import wait_until
 from tests.servers import Site, SiteServer
@@ -22,7 +22,7 @@ def embedded_env(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env |= {"CRAWLHUB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "crawlproject.settings"}
     env |= {"CRAWL_MAX_ATTEMPTS": "1"}  # a failure is final at once: no back-off to wait out
-    assert run_manage(["migrate", "-v0"], env).returncode == 0
+    migrate_embedded(env)
     return env
 
 
