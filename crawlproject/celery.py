@@ -11,6 +11,10 @@ from kombu import Exchange, Queue
 from . import broker, control_tasks, queues, workerqueues  # noqa: F401 - workerqueues: every worker takes control
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crawlproject.settings")
+# Celery runs Django's system checks as a worker starts: they import the URLs, the admin, the API and
+# the migration autodetector, a second of every start that a worker never uses (`manage.py check`,
+# migrate and serve still run them). CELERY_SKIP_CHECKS= (empty) brings them back.
+os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 broker.install()  # redis:// uses the transport that survives a Redis restart
 app = Celery("crawlhub")
