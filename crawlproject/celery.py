@@ -12,7 +12,7 @@ from . import broker, control_tasks, queues, workerqueues  # noqa: F401 - worker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crawlproject.settings")
 # Celery runs Django's system checks as a worker starts: they import the URLs, the admin, the API and
-# the migration autodetector, a second of every start that a worker never uses (`manage.py check`,
+# the migration autodetector, half a second of every start, for nothing a worker uses (`manage.py check`,
 # migrate and serve still run them). CELERY_SKIP_CHECKS= (empty) brings them back.
 os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 

@@ -1,8 +1,10 @@
 """Shared fixtures: a loopback test site, a clean Redis broker db, real Celery worker processes."""
 
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -196,6 +198,7 @@ def migrate_embedded(env: dict) -> None:
     template = _MIGRATED.get(module)
     if template is None:
         folder = Path(tempfile.mkdtemp(prefix="crawlhub-migrated-"))
+        atexit.register(shutil.rmtree, folder, True)
         done = run_manage(["migrate", "-v0"], env | {"CRAWLHUB_VAR_DIR": str(folder)})
         assert done.returncode == 0, done.stderr
         template = _MIGRATED[module] = folder / "db.sqlite3"
