@@ -67,7 +67,13 @@ def _run(tree: Path, args: list[str], result: str) -> dict:
 
 def single(tree: Path, mode: str) -> dict:
     row = _run(tree, ["bench.compare", "--modes", mode, "--no-scrapy"], "latest.json")["crawlhub"][mode]
-    return {"value": row["pages_per_s"], "complete": row["completeness"], "cpu_ms": row.get("cpu_ms_per_page")}
+    return {
+        "value": row["pages_per_s"],
+        "complete": row["completeness"],
+        "cpu_ms": row.get("cpu_ms_per_page"),
+        "cpu_ms_by_role": row.get("cpu_ms_per_page_by_role"),
+        "statements_per_page": row.get("statements_per_page"),
+    }
 
 
 def broad(tree: Path, hosts: int, pages: int, mode: str) -> dict:
@@ -135,8 +141,8 @@ def markdown(ref: str, results: list[dict], peers: dict) -> str:
         f"Before ({ref}) and after (this checkout), in turn, same machine, same run "
         f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).",
         "",
-        "| scenario | mode | before | after | after/before speed | peer |",
-        "|---|---|---|---|---:|---:|",
+        "| scenario | mode | before | after | after/before speed | CPU ms/page, before -> after | peer |",
+        "|---|---|---|---|---:|---:|---:|",
     ]
     for r in results:
         unit = "pages/s" if r["higher_is_better"] else "s"
@@ -145,12 +151,21 @@ def markdown(ref: str, results: list[dict], peers: dict) -> str:
         peer = peers.get(r["scenario"])
         lines.append(
             f"| {r['scenario']} | {r['mode']} | {_shown(before, unit)} | {_shown(after, unit)} | {ratio:.2f} "
-            f"| {'–' if peer is None else f'{peer:g} {unit}'} |"
+            f"| {_cpu(r)} | {'–' if peer is None else f'{peer:g} {unit}'} |"
         )
     incomplete = [r for r in results for side in ("before", "after") for x in r[side] if x["complete"] < 1]
     if incomplete:
         lines += ["", f"Incomplete runs: {len(incomplete)} (see the JSON)."]
     return "\n".join(lines)
+
+
+def _cpu(result: dict) -> str:
+    """The medians of CPU ms per page (all the crawl's processes), where the scenario measures it."""
+    sides = [[x["cpu_ms"] for x in result[side] if x.get("cpu_ms") is not None] for side in ("before", "after")]
+    if not all(sides):
+        return "–"
+    before, after = (statistics.median(values) for values in sides)
+    return f"{before:.2f} -> {after:.2f}"
 
 
 def _shown(values: list[float], unit: str) -> str:
